@@ -1,0 +1,83 @@
+"""Small shared helpers: cache locations, atomic writes, torch build identity."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir(*parts: str) -> Path:
+    """Persistent cache shared by all processes and asv environments.
+
+    ``BENCHKIT_CACHE_DIR`` overrides the default ``~/.cache/benchkit``. Caches
+    are keyed by content (and torch build), so sharing them across commits is safe.
+    """
+    root = Path(os.environ.get("BENCHKIT_CACHE_DIR") or Path.home() / ".cache" / "benchkit")
+    path = root.joinpath(*parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to `target`; rename it over `target` on success.
+
+    Readers see either the old file or the complete new one, never a half-written one.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(target, text.encode())
+
+
+def atomic_write_json(target: str | os.PathLike[str], data: Any) -> None:
+    atomic_write_text(target, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def content_key(*parts: str, length: int = 16) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:length]
+
+
+def torch_build_id() -> str:
+    """Identity of the installed torch build, read without importing torch.
+
+    ``torch/version.py`` holds both the version and the upstream git commit, so
+    its hash changes whenever a different torch build is installed.
+    """
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return "no-torch"
+    version_py = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    try:
+        return content_key(version_py.read_text())
+    except OSError:
+        return "unknown-torch"
