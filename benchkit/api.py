@@ -185,9 +185,7 @@ class GroupedSetup:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if not isinstance(value, str):
-                raise DefinitionError(
-                    f"GroupedSetup.{field.name} must be a str, got {type(value).__name__}"
-                )
+                raise DefinitionError(f"GroupedSetup.{field.name} must be a str, got {type(value).__name__}")
             object.__setattr__(self, field.name, textwrap.dedent(value))
 
 
@@ -299,9 +297,7 @@ class GroupedBenchmark:
             raise _fail(where, kind, "cpp_model_setup does not define `model`")
 
 
-def model_invocation(
-    args: tuple[str, ...], out: str | None, runtime: RuntimeMode, language: Language
-) -> str:
+def model_invocation(args: tuple[str, ...], out: str | None, runtime: RuntimeMode, language: Language) -> str:
     """The statement calling the eager ``model`` or the scripted ``jit_model``."""
     joined = ", ".join(args)
     if language is Language.PYTHON:
@@ -396,9 +392,7 @@ def GroupedModules(
 _SPECIAL_BLOCKS = ("SETUP", "GLOBAL_SETUP")
 
 
-def _parse_variant_block(
-    block: str, language: Language, where: str
-) -> tuple[dict[str, list[str]], str, str]:
+def _parse_variant_block(block: str, language: Language, where: str) -> tuple[dict[str, list[str]], str, str]:
     """Split a block into {label: statement lines}, setup and global setup."""
     comment = "#" if language is Language.PYTHON else "//"
     marker = re.compile(rf"^{re.escape(comment)}\s*@(.+)$")
@@ -415,7 +409,8 @@ def _parse_variant_block(
             else:
                 if label in cases:
                     raise _fail(
-                        where, "GroupedVariants",
+                        where,
+                        "GroupedVariants",
                         f"{language.value} block line {lineno}: label @{label} is used twice",
                     )
                 cases[label] = []
@@ -426,7 +421,8 @@ def _parse_variant_block(
         if current is None:
             if line.strip():
                 raise _fail(
-                    where, "GroupedVariants",
+                    where,
+                    "GroupedVariants",
                     f"{language.value} block line {lineno}: statement {line.strip()!r} comes "
                     f"before any '{comment} @label' marker",
                 )
@@ -479,3 +475,28 @@ def GroupedVariants(
                 origin=where,
             )
     return variants
+
+
+_SIDE_BY_SIDE_HEADER = re.compile(r"^Python\s+\|\s*C\+\+\s*$")
+
+
+def parse_stmts(block: str) -> tuple[str, str]:
+    """Split a two-column ``Python | C++`` block into (python_code, cpp_code).
+
+    The first line is a ``Python ... | C++`` header and the second a dashed rule;
+    the column boundary is the position of ``|`` in the header, so each side may
+    be any width. Lets related Python and C++ code be read side by side.
+    """
+    lines = textwrap.dedent(block).strip("\n").splitlines()
+    where = _caller_location()
+    if len(lines) < 3 or not _SIDE_BY_SIDE_HEADER.match(lines[0].strip()):
+        raise _fail(where, "parse_stmts", "expected a 'Python | C++' header, a rule and code lines")
+    split = lines[0].index("|")
+    py_lines, cpp_lines = [], []
+    for lineno, line in enumerate(lines[2:], start=3):
+        left, bar, right = line[:split], line[split : split + 1], line[split + 1 :]
+        if line.strip() and bar not in ("|", ""):
+            raise _fail(where, "parse_stmts", f"line {lineno}: no '|' at column {split + 1}: {line!r}")
+        py_lines.append(left.rstrip())
+        cpp_lines.append(right[1:].rstrip() if right.startswith(" ") else right.rstrip())
+    return "\n".join(py_lines).rstrip() + "\n", "\n".join(cpp_lines).rstrip() + "\n"

@@ -1,0 +1,241 @@
+"""Compile many C++ snippets into a few shared objects, cached by content.
+
+`torch.utils.benchmark`'s C++ Timer compiles one extension per statement into
+a per-process temporary directory: ~20 s of compiler time per case, paid again
+in every process. Most of that time is parsing torch's headers, which does not
+depend on the statement. So we put many snippets into one translation unit
+(one function each), split into a few shards so two cores can compile in
+parallel and an edit to one case recompiles only its shard, and key each
+shard's build directory by its source and the torch build.
+
+The layout (which snippet lives in which shard) is a pure function of the set
+of snippets, so any process that knows the suite finds a case's shard
+without compiling anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.machinery
+import importlib.util
+import math
+import os
+import sys
+import textwrap
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from benchkit.api import Language, TimerArgs
+from benchkit.util import atomic_write_text, cache_dir, content_key, torch_build_id
+
+SNIPPETS_PER_SHARD = 24
+
+# Per-snippet body of the timing TU. The loop reports its own duration, so setup
+# and the Python call into the extension are never part of a measurement.
+_TIMEIT_FUNCTION = """
+double {name}(int64_t n) {{
+  pybind11::gil_scoped_release no_gil;
+  torch::set_num_threads({threads});
+{setup}
+  {{  // warm-up
+{stmt}
+  }}
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; i++) {{
+{stmt}
+  }}
+  auto end = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(end - start).count();
+}}
+"""
+
+_TIMEIT_PRELUDE = """\
+#include <chrono>
+#include <cstdint>
+#include <torch/extension.h>
+#include <pybind11/pybind11.h>
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Snippet:
+    """The C++ parts of one case that shape its compiled code."""
+
+    stmt: str
+    setup: str
+    global_setup: str
+    num_threads: int
+
+    @classmethod
+    def of(cls, args: TimerArgs) -> Snippet:
+        if args.language is not Language.CPP:
+            raise ValueError("only C++ cases are compiled")
+        return cls(args.stmt, args.setup, args.global_setup, args.num_threads)
+
+    @property
+    def key(self) -> str:
+        return content_key(self.stmt, self.setup, self.global_setup, str(self.num_threads))
+
+    @property
+    def function_name(self) -> str:
+        return f"timeit_{self.key}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    global_setup: str
+    snippets: tuple[Snippet, ...]
+
+    @property
+    def source(self) -> str:
+        bodies = [
+            _TIMEIT_FUNCTION.format(
+                name=s.function_name,
+                threads=s.num_threads,
+                setup=textwrap.indent(s.setup, "  "),
+                stmt=textwrap.indent(s.stmt, "    "),
+            )
+            for s in self.snippets
+        ]
+        exports = "\n".join(f'  m.def("{s.function_name}", &{s.function_name});' for s in self.snippets)
+        return (
+            f"{_TIMEIT_PRELUDE}\n// global setup\n{self.global_setup}\n"
+            + "\n".join(bodies)
+            + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exports}\n}}\n"
+        )
+
+    @property
+    def name(self) -> str:
+        return f"benchkit_timeit_{content_key(self.source, torch_build_id())}"
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+def layout(snippets: Sequence[Snippet]) -> list[Shard]:
+    """Group snippets by global setup (they share a TU), then bucket by key hash."""
+    by_global: dict[str, dict[str, Snippet]] = defaultdict(dict)
+    for snippet in snippets:
+        by_global[snippet.global_setup][snippet.key] = snippet
+    shards = []
+    for global_setup, members in sorted(by_global.items()):
+        n_buckets = max(1, math.ceil(len(members) / SNIPPETS_PER_SHARD))
+        buckets: dict[int, list[Snippet]] = defaultdict(list)
+        for key, snippet in sorted(members.items()):
+            buckets[int(key, 16) % n_buckets].append(snippet)
+        shards.extend(Shard(global_setup, tuple(b)) for _, b in sorted(buckets.items()))
+    return shards
+
+
+def _build_dir(shard: Shard) -> Path:
+    return cache_dir("cpp", shard.name)
+
+
+def _library_path(shard: Shard) -> Path:
+    return _build_dir(shard) / f"{shard.name}.so"
+
+
+def is_built(shard: Shard) -> bool:
+    return _library_path(shard).exists()
+
+
+def build(shard: Shard, verbose: bool = False) -> Path:
+    """Compile one shard (no-op when already built). Safe across processes:
+    `cpp_extension` serialises builds of one directory with a file baton."""
+    library = _library_path(shard)
+    if library.exists():
+        return library
+    from torch.utils import cpp_extension
+    from torch.utils.benchmark.utils import cpp_jit
+
+    build_dir = _build_dir(shard)
+    source_path = build_dir / "batch.cpp"
+    if not source_path.exists():
+        atomic_write_text(source_path, shard.source)
+    try:
+        cpp_extension.load(
+            name=shard.name,
+            sources=[str(source_path)],
+            build_directory=str(build_dir),
+            extra_cflags=[f for f in (cpp_jit.CXX_FLAGS or []) if f != "-g"],
+            verbose=verbose,
+        )
+    except Exception as e:  # compiler output is in the message
+        raise CompileError(f"C++ compile of {len(shard.snippets)} case(s) failed:\n{e}") from e
+    return library
+
+
+def build_all(
+    shards: Sequence[Shard],
+    jobs: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, str]:
+    """Compile every missing shard; returns {snippet key: error} for shards that failed."""
+    missing = [s for s in shards if not is_built(s)]
+    if not missing:
+        return {}
+    jobs = jobs or max(1, min(len(missing), os.cpu_count() or 1))
+    errors: dict[str, str] = {}
+    start = time.monotonic()
+
+    def one(shard: Shard) -> None:
+        try:
+            build(shard)
+        except CompileError as e:
+            for snippet in shard.snippets:
+                errors[snippet.key] = str(e)
+        if progress:
+            progress(
+                f"compiled C++ shard {shard.name} ({len(shard.snippets)} cases) "
+                f"in {time.monotonic() - start:.0f}s"
+            )
+
+    if progress:
+        progress(f"compiling {len(missing)} C++ shard(s) with {jobs} job(s)...")
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(one, missing))
+    return errors
+
+
+_loaded: dict[str, ModuleType] = {}
+
+
+def load(shard: Shard) -> ModuleType:
+    """Import a built shard directly (no ninja check: the name is content-keyed)."""
+    if shard.name not in _loaded:
+        import torch  # noqa: F401 - the extension links against libtorch
+
+        library = build(shard)
+        loader = importlib.machinery.ExtensionFileLoader(shard.name, str(library))
+        spec = importlib.util.spec_from_file_location(shard.name, library, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        sys.modules[shard.name] = module
+        _loaded[shard.name] = module
+    return _loaded[shard.name]
+
+
+class CppSuite:
+    """The C++ cases of a suite: their shard layout, compilation and lookup."""
+
+    def __init__(self, cases: Sequence[TimerArgs]) -> None:
+        snippets = [Snippet.of(a) for a in cases if a.language is Language.CPP]
+        self.shards = layout(snippets)
+        self._shard_of = {s.key: shard for shard in self.shards for s in shard.snippets}
+
+    def shard_for(self, args: TimerArgs) -> Shard:
+        key = Snippet.of(args).key
+        if key not in self._shard_of:  # a case outside the suite: its own shard
+            self._shard_of[key] = Shard(args.global_setup, (Snippet.of(args),))
+        return self._shard_of[key]
+
+    def timeit_function(self, args: TimerArgs) -> Callable[[int], float]:
+        module: Any = load(self.shard_for(args))
+        return getattr(module, Snippet.of(args).function_name)

@@ -1,0 +1,80 @@
+"""Benchmark definition modules: the standard suite plus the user's own.
+
+A definition module is a Python file with a module-level ``BENCHMARKS`` dict
+(the same shape as PyTorch's ``benchmarks/instruction_counts`` definitions).
+Users add theirs without editing the suite, with ``--definitions PATH`` on the
+CLI or, for asv, the ``BENCHKIT_DEFINITIONS`` environment variable (paths
+separated by ``os.pathsep``). ``BENCHKIT_STANDARD=0`` leaves the standard suite out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchkit.errors import UserError
+
+DEFINITIONS_ENV = "BENCHKIT_DEFINITIONS"
+STANDARD_ENV = "BENCHKIT_STANDARD"
+
+
+def _load_user_module(path: Path) -> dict[Any, Any]:
+    if not path.is_file():
+        raise UserError(f"definitions file {path} does not exist")
+    name = f"benchkit_user_definitions_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UserError(f"definitions file {path} is not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    except Exception as e:
+        raise UserError(f"{path}: loading the definitions failed: {type(e).__name__}: {e}") from e
+    benchmarks = getattr(module, "BENCHMARKS", None)
+    if not isinstance(benchmarks, dict):
+        raise UserError(f"{path}: no module-level BENCHMARKS dict")
+    return benchmarks
+
+
+def definition_paths(explicit: Sequence[str] | None = None) -> list[Path]:
+    """Explicit paths if given, else those named by BENCHKIT_DEFINITIONS."""
+    if explicit:
+        return [Path(p) for p in explicit]
+    env = os.environ.get(DEFINITIONS_ENV, "")
+    return [Path(p) for p in env.split(os.pathsep) if p.strip()]
+
+
+def load_definitions(paths: Sequence[str] | None = None, standard: bool | None = None) -> dict[Any, Any]:
+    """One definition dict: the standard suite and each user module side by side.
+
+    User modules sit at the root next to the standard groups; a label that
+    exists in both is reported by `expand.flatten` as defined twice.
+    """
+    if standard is None:
+        standard = os.environ.get(STANDARD_ENV, "1") != "0"
+    merged: dict[Any, Any] = {}
+    sources: list[tuple[str, dict[Any, Any]]] = []
+    if standard:
+        from benchkit.definitions.standard import BENCHMARKS
+
+        sources.append(("the standard suite", BENCHMARKS))
+    sources += [(str(p), _load_user_module(p)) for p in definition_paths(paths)]
+    for origin, benchmarks in sources:
+        for key, value in benchmarks.items():
+            if key in merged:
+                raise UserError(f"{origin}: top-level group {key!r} is already defined elsewhere")
+            merged[key] = value
+    return merged
+
+
+def load_cases(paths: Sequence[str] | None = None, standard: bool | None = None) -> tuple[Any, ...]:
+    from benchkit.expand import materialize
+
+    return materialize(load_definitions(paths, standard))

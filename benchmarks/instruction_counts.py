@@ -1,0 +1,22 @@
+"""Every case of the definitions as asv benchmarks (one class per case).
+
+* ``time_wall``: seconds per execution of the statement (`benchkit.timing`).
+
+Definitions: the standard suite plus the modules named by the
+``BENCHKIT_DEFINITIONS`` environment variable (see `benchkit.definitions`).
+Importing this module only expands definitions (string work); torch is
+imported here once so that asv's forkserver shares it with every benchmark
+process instead of importing it per benchmark.
+"""
+
+import torch  # noqa: F401 - preloaded for forkserver children; creates no threads
+
+from benchkit.cpp_batch import CppSuite
+from benchkit.definitions import load_cases
+from benchkit.expand import asv_classes
+from benchkit.timing import WallTimeMetric
+
+CASES = load_cases()
+CPP_SUITE = CppSuite([case.timer_args for case in CASES])
+
+globals().update(asv_classes(CASES, [WallTimeMetric(CPP_SUITE)]))
