@@ -1,0 +1,161 @@
+"""Small real models whose operator inputs ship with benchkit.
+
+The bundled logs in ``benchkit/data/operator_inputs/`` are recorded from one
+training step (forward, loss, backward) of each model here, in float32 on the
+CPU, with `benchkit.opinputs.OperatorInputRecorder`. Sizes are chosen so the
+ops are realistic building blocks (an MLP, a ResNet-style CNN block, a
+transformer encoder layer) yet small enough to compile and time on a laptop.
+
+Regenerate the logs after changing a model::
+
+    python -m benchkit.models            # writes benchkit/data/operator_inputs/*.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUNDLED_LOG_DIR = Path(__file__).resolve().parent / "data" / "operator_inputs"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to build a model and one batch of training data for it."""
+
+    name: str
+    description: str
+    build: Callable[[], tuple[Any, Any, Any]]  # -> (module, inputs, targets)
+
+
+def _mlp() -> tuple[Any, Any, Any]:
+    import torch
+    from torch import nn
+
+    model = nn.Sequential(
+        nn.Linear(256, 512), nn.GELU(), nn.LayerNorm(512), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
+    return model, torch.randn(64, 256), torch.randint(0, 10, (64,))
+
+
+class _ConvBlock:
+    """Residual conv block (conv-bn-relu-conv-bn + skip), pooling head: a ResNet stage in miniature."""
+
+    @staticmethod
+    def build() -> tuple[Any, Any, Any]:
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = nn.Conv2d(3, 32, 3, padding=1, bias=False)
+                self.bn0 = nn.BatchNorm2d(32)
+                self.conv1 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
+                self.bn1 = nn.BatchNorm2d(32)
+                self.conv2 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
+                self.bn2 = nn.BatchNorm2d(32)
+                self.pool = nn.MaxPool2d(2)
+                self.head = nn.Linear(32, 10)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                x = torch.relu(self.bn0(self.stem(x)))
+                skip = x
+                x = torch.relu(self.bn1(self.conv1(x)))
+                x = self.bn2(self.conv2(x))
+                x = torch.relu(x + skip)
+                x = self.pool(x)
+                x = x.mean(dim=(2, 3))
+                return self.head(x)
+
+        return Block(), torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+
+
+class _EncoderClassifier:
+    """One pre-norm transformer encoder layer with a mean-pooled classification head."""
+
+    @staticmethod
+    def build() -> tuple[Any, Any, Any]:
+        import torch
+        from torch import nn
+
+        class Encoder(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                # dropout=0 keeps the step deterministic; the recorded ops are the same otherwise.
+                self.layer = nn.TransformerEncoderLayer(
+                    d_model=128, nhead=4, dim_feedforward=512, dropout=0.0, batch_first=True, norm_first=True
+                )
+                self.head = nn.Linear(128, 10)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.head(self.layer(x).mean(dim=1))
+
+        return Encoder(), torch.randn(8, 64, 128), torch.randint(0, 10, (8,))
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("mlp", "3-layer MLP with GELU and LayerNorm, batch 64 x 256", _mlp),
+        ModelSpec(
+            "cnn", "residual conv block with BatchNorm and pooling, batch 8 x 3 x 32 x 32", _ConvBlock.build
+        ),
+        ModelSpec(
+            "transformer",
+            "pre-norm transformer encoder layer (d=128, 4 heads), batch 8 x 64 tokens",
+            _EncoderClassifier.build,
+        ),
+    )
+}
+
+
+def training_step(spec: ModelSpec) -> Callable[[], None]:
+    """One forward + cross-entropy + backward pass, seeded so the recording is reproducible."""
+    import torch
+
+    torch.manual_seed(0)
+    model, inputs, targets = spec.build()
+    model.train()
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        loss.backward()
+
+    return step
+
+
+def record_model(spec: ModelSpec) -> Any:
+    """Record the operator inputs of one training step of ``spec``."""
+    from benchkit.opinputs import record
+
+    step = training_step(spec)
+    return record(step)
+
+
+def bundled_log_path(name: str) -> Path:
+    return BUNDLED_LOG_DIR / f"{name}.txt"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Record the bundled operator-input logs.")
+    parser.add_argument("--out", type=Path, default=BUNDLED_LOG_DIR, help="output directory")
+    parser.add_argument("models", nargs="*", default=list(MODELS), help=f"models ({', '.join(MODELS)})")
+    args = parser.parse_args(argv)
+    for name in args.models:
+        if name not in MODELS:
+            print(f"unknown model {name!r}; choose from {', '.join(MODELS)}", file=sys.stderr)
+            return 2
+        recorder = record_model(MODELS[name])
+        path = args.out / f"{name}.txt"
+        recorder.write(path)
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
