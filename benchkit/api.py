@@ -143,6 +143,8 @@ class TimerArgs:
             object.__setattr__(self, name, textwrap.dedent(value))
         if not self.stmt.strip():
             raise DefinitionError("TimerArgs.stmt is empty")
+        if self.language is Language.CPP and self.setup.strip() == "pass":
+            object.__setattr__(self, "setup", "")  # Timer's default setup is Python
         if isinstance(self.num_threads, bool) or not isinstance(self.num_threads, int):
             raise DefinitionError(f"TimerArgs.num_threads must be an int, got {self.num_threads!r}")
         if self.num_threads < 1:

@@ -1,0 +1,78 @@
+"""Wall-time measurement through real torch: Python, C++, TorchScript, threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchkit.api import GroupedSetup, GroupedStmts, Language, TimerArgs
+from benchkit.cpp_batch import CppSuite, Snippet, layout
+from benchkit.expand import materialize
+from benchkit.timing import MeasuredClock, blocked_autorange, prepare
+
+
+def test_python_case_times_the_statement() -> None:
+    prepared = prepare(TimerArgs("y = x * w", "x = torch.ones((4, 4))\nw = torch.ones((4, 4))"))
+    n = prepared.calibrate(target=0.005)
+    assert n >= 10
+    timing = blocked_autorange(prepared, min_run_time=0.05)
+    per_call = min(timing.block_seconds) / timing.block_size
+    assert 1e-8 < per_call < 1e-3
+
+
+def test_python_block_scales_with_work() -> None:
+    fast = prepare(TimerArgs("x.sum()", "x = torch.ones(10)"))
+    slow = prepare(TimerArgs("x.sum()", "x = torch.ones(1_000_000)"))
+    assert min(slow.run_block(20) for _ in range(3)) > 5 * min(fast.run_block(20) for _ in range(3))
+
+
+def test_python_setup_errors_propagate() -> None:
+    with pytest.raises(NameError):
+        prepare(TimerArgs("y = x + 1", "z = 1"), "bad case").run_block(1)
+
+
+def test_measured_clock_reports_per_execution_time() -> None:
+    clock = MeasuredClock()
+    before = clock()
+    clock.add(0.5, 1000)
+    assert clock() - before == pytest.approx(0.5 / 1000)
+
+
+def test_cpp_layout_is_deterministic_and_groups_by_global_setup() -> None:
+    snippets = [Snippet(f"x + {i};", "auto x = torch::ones({1});", "", 1) for i in range(60)]
+    snippets.append(Snippet("y;", "", "#include <vector>", 1))
+    shards = layout(snippets)
+    assert layout(list(reversed(snippets))) == shards
+    assert sum(len(s.snippets) for s in shards) == 61
+    assert any(s.global_setup == "#include <vector>" and len(s.snippets) == 1 for s in shards)
+    assert all(len(s.snippets) <= 40 for s in shards)
+
+
+def test_cpp_cases_compile_once_per_shard_and_honour_threads() -> None:
+    cases = [
+        TimerArgs("auto y = x * w;", "auto x = torch::ones({4, 4});\nauto w = torch::ones({4, 4});",
+                  language=Language.CPP),
+        TimerArgs("TORCH_CHECK(torch::get_num_threads() == 2);", num_threads=2, language=Language.CPP),
+    ]
+    suite = CppSuite(cases)
+    assert len(suite.shards) == 1  # both cases share one translation unit
+    timing = blocked_autorange(prepare(cases[0], cpp_suite=suite), min_run_time=0.05)
+    assert timing.block_size > 1
+    assert 1e-9 < min(timing.block_seconds) / timing.block_size < 1e-3
+    prepare(cases[1], cpp_suite=suite).run_block(3)  # TORCH_CHECK would throw with 1 thread
+
+
+def test_torchscript_cases_run_in_python_and_cpp() -> None:
+    setup = GroupedSetup("x = torch.ones(3)\nw = torch.ones(3)",
+                         "auto x = torch::ones({3});\nauto w = torch::ones({3});")
+    cases = materialize({"ts": GroupedStmts("y = x * w + 1", "auto y = x * w + 1;", setup,
+                                            signature="f(x, w) -> y", torchscript=True)})
+    jit = [c for c in cases if c.autolabels.runtime.name == "JIT"]
+    assert {c.autolabels.language for c in jit} == {Language.PYTHON, Language.CPP}
+    suite = CppSuite([c.timer_args for c in cases])
+    for case in jit:
+        prepared = prepare(case.timer_args, case.key, suite)
+        assert prepared.run_block(5) > 0
+
+
+def test_python_threads_are_set() -> None:
+    prepare(TimerArgs("assert torch.get_num_threads() == 2", num_threads=2)).run_block(2)
