@@ -493,6 +493,51 @@ def remove_torch(python: str = sys.executable) -> None:
                 shutil.rmtree(leftover, ignore_errors=True)
 
 
+# ------------------------------------------------------------- patched wheels
+
+
+def patch_wheel(source: Path, dest: Path, files: Mapping[str, bytes]) -> Path:
+    """Copy a wheel with some files replaced (or added), keeping its RECORD truthful.
+
+    Lets a Python-level change to torch be measured without a source build --
+    and gives tests an honest injected regression: a real torch build whose code
+    does more work. Uses the `zip` tool when present (it copies untouched members
+    without recompressing them), else rewrites the archive with zipfile.
+    """
+    with zipfile.ZipFile(source) as wheel:
+        record_name = next((n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")), None)
+        record_text = wheel.read(record_name).decode() if record_name else ""
+    rows = [row for row in csv.reader(io.StringIO(record_text)) if row and row[0] not in files]
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append([name, f"sha256={digest}", str(len(data))])
+    new_record = io.StringIO()
+    csv.writer(new_record, lineterminator="\n").writerows(rows)
+    replaced = dict(files)
+    if record_name:
+        replaced[record_name] = new_record.getvalue().encode()
+    with atomic_path(dest) as tmp:
+        zip_tool = shutil.which("zip")
+        if zip_tool:
+            shutil.copyfile(source, tmp)
+            with tempfile.TemporaryDirectory(prefix="benchkit-patch-") as staging:
+                for name, data in replaced.items():
+                    (Path(staging) / name).parent.mkdir(parents=True, exist_ok=True)
+                    (Path(staging) / name).write_bytes(data)
+                subprocess.run([zip_tool, "-q", "-X", str(tmp), *replaced], cwd=staging, check=True)
+        else:
+            with (
+                zipfile.ZipFile(source) as src,
+                zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out,
+            ):
+                for item in src.infolist():
+                    if item.filename not in replaced:
+                        out.writestr(item, src.read(item))
+                for name, data in replaced.items():
+                    out.writestr(name, data)
+    return dest
+
+
 # -------------------------------------------------------------- asv integration
 
 
