@@ -1,0 +1,314 @@
+"""`benchkit check`: judging asv results written with asv's own Results API."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asv import util as asv_util
+from asv.results import Results
+from asv.runner import BenchmarkResult
+
+from benchkit import check
+from benchkit.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BASE, HEAD = "aaaa1111" + "0" * 32, "bbbb2222" + "0" * 32
+ENV = "virtualenv-py3.11"
+
+
+class Project:
+    """An asv project folder with results for two commits, written through asv's API."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.results = root / "results"
+        self.benchmarks: dict[str, dict[str, Any]] = {}
+        self.runs: dict[tuple[str, str], Results] = {}
+        conf = {"version": 1, "project": "torch", "repo": "no-history-here", "results_dir": "results"}
+        (root / "asv.conf.json").write_text(json.dumps(conf))
+
+    def bench(self, name: str, unit: str, params: list[list[str]] | None = None) -> None:
+        kind = "time" if unit == "seconds" else "track"
+        self.benchmarks[name] = {
+            "name": name, "unit": unit, "type": kind, "params": params or [],
+            "param_names": [f"p{i}" for i in range(len(params or []))], "version": "v1",
+        }  # fmt: skip
+
+    def add(
+        self,
+        commit: str,
+        name: str,
+        values: list[float | None],
+        samples: list[list[float] | None] | None = None,
+        machine: str = "box",
+        version: str = "v1",
+    ) -> None:
+        key = (commit, machine)
+        if key not in self.runs:
+            params = {"machine": machine, "python": "3.11"}
+            self.runs[key] = Results(params, {}, commit, 1_700_000_000_000, "3.11", ENV, {})
+        timed = samples is not None
+        result = BenchmarkResult(
+            result=values,
+            samples=samples if timed else [None] * len(values),
+            number=[1] * len(values) if timed else [None] * len(values),
+            errcode=0 if all(v is not None for v in values) else 1,
+            stderr="",
+            profile=None,
+        )
+        benchmark = {**self.benchmarks[name], "version": version}
+        self.runs[key].add_result(benchmark, result, record_samples=True)
+
+    def save(self) -> None:
+        for (_, machine), result in self.runs.items():
+            result.save(str(self.results))
+            asv_util.write_json(
+                str(self.results / machine / "machine.json"), {"machine": machine}, api_version=1
+            )
+        asv_util.write_json(str(self.results / "benchmarks.json"), self.benchmarks, api_version=2)
+
+    def check(self, *args: str, **kwargs: Any) -> check.Verdict:
+        self.save()
+        return check.run_check(
+            *(args or (BASE[:8], HEAD[:8])), asv_config=self.root / "asv.conf.json", **kwargs
+        )
+
+
+def _samples(center: float, spread: float, n: int = 10, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def _statuses(verdict: check.Verdict) -> dict[str, str]:
+    return {c.name: c.status for c in verdict.comparisons}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return Project(tmp_path)
+
+
+def test_instruction_counts_use_a_tight_threshold(project: Project) -> None:
+    project.bench("ic.Add.track_instructions", "instructions")
+    project.bench("ic.Mul.track_instructions", "instructions")
+    project.add(BASE, "ic.Add.track_instructions", [1_000_000])
+    project.add(HEAD, "ic.Add.track_instructions", [1_010_000])  # +1%
+    project.add(BASE, "ic.Mul.track_instructions", [2_000_000])
+    project.add(HEAD, "ic.Mul.track_instructions", [2_006_000])  # +0.3%
+    verdict = project.check()
+    assert verdict.exit_code == 1
+    assert _statuses(verdict) == {
+        "ic.Add.track_instructions": "regression",
+        "ic.Mul.track_instructions": "unchanged",
+    }
+    row = next(line for line in verdict.markdown.splitlines() if "ic.Add" in line)
+    assert "1,000,000 | 1,010,000 | +1.0% (×1.01) | 0.5%" in row
+    assert "#### Regressions" in verdict.markdown and "**1 regression(s)**" in verdict.markdown
+
+
+def test_wall_time_needs_asv_statistics_and_the_factor(project: Project) -> None:
+    for name in ("slower", "noisy", "small", "faster"):
+        project.bench(f"wt.{name}.time_it", "seconds")
+    cases = {  # name: (base samples, head samples)
+        "slower": (_samples(1e-5, 0.02), _samples(1.5e-5, 0.02, seed=1)),
+        "noisy": (_samples(1e-5, 0.9), _samples(1.5e-5, 0.9, seed=1)),  # 1.5x median, overlapping samples
+        "small": (_samples(1e-5, 0.01), _samples(1.05e-5, 0.01, seed=1)),  # significant but under ×1.10
+        "faster": (_samples(2e-5, 0.02), _samples(1e-5, 0.02, seed=1)),
+    }
+    for name, (before, after) in cases.items():
+        project.add(BASE, f"wt.{name}.time_it", [sorted(before)[5]], [before])
+        project.add(HEAD, f"wt.{name}.time_it", [sorted(after)[5]], [after])
+    verdict = project.check()
+    assert _statuses(verdict) == {
+        "wt.slower.time_it": "regression",
+        "wt.noisy.time_it": "unchanged",
+        "wt.small.time_it": "unchanged",
+        "wt.faster.time_it": "improvement",
+    }
+    assert verdict.exit_code == 1
+    noisy = next(c for c in verdict.comparisons if c.name == "wt.noisy.time_it")
+    assert noisy.note == "within noise (asv statistics)"
+    # One factor for wall time only: 2.0 lets the 1.5x slowdown pass.
+    assert project.check(factor=2.0).exit_code == 0
+
+
+def test_operator_ratios_use_a_relative_threshold(project: Project) -> None:
+    project.bench("ops.add.track_speedup", "ratio")
+    project.bench("ops.mul.track_speedup", "ratio")
+    project.add(BASE, "ops.add.track_speedup", [0.50])
+    project.add(HEAD, "ops.add.track_speedup", [0.57])  # +14%
+    project.add(BASE, "ops.mul.track_speedup", [0.50])
+    project.add(HEAD, "ops.mul.track_speedup", [0.52])  # +4%
+    verdict = project.check()
+    assert _statuses(verdict) == {"ops.add.track_speedup": "regression", "ops.mul.track_speedup": "unchanged"}
+    assert all(c.metric == "ratio" for c in verdict.comparisons)
+
+
+def test_failures_are_listed_and_never_hide_the_rest(project: Project) -> None:
+    for name in ("breaks", "broken", "mended", "fine"):
+        project.bench(f"f.{name}.track_instructions", "instructions")
+    project.add(BASE, "f.breaks.track_instructions", [100.0])
+    project.add(HEAD, "f.breaks.track_instructions", [None])
+    project.add(BASE, "f.broken.track_instructions", [None])
+    project.add(HEAD, "f.broken.track_instructions", [None])
+    project.add(BASE, "f.mended.track_instructions", [None])
+    project.add(HEAD, "f.mended.track_instructions", [100.0])
+    project.add(BASE, "f.fine.track_instructions", [100.0])
+    project.add(HEAD, "f.fine.track_instructions", [200.0])
+    verdict = project.check()
+    assert _statuses(verdict) == {
+        "f.breaks.track_instructions": "new failure",
+        "f.broken.track_instructions": "still failing",
+        "f.mended.track_instructions": "fixed",
+        "f.fine.track_instructions": "regression",
+    }
+    assert verdict.exit_code == 1
+    failures = verdict.markdown.split("#### Failures")[1].split("####")[0]
+    assert "f.breaks" in failures and "f.broken" in failures and "new failure" in failures
+
+
+def test_failing_on_both_alone_is_not_a_regression(project: Project) -> None:
+    project.bench("f.broken.track_instructions", "instructions")
+    project.bench("f.fine.track_instructions", "instructions")
+    project.add(BASE, "f.broken.track_instructions", [None])
+    project.add(HEAD, "f.broken.track_instructions", [None])
+    project.add(BASE, "f.fine.track_instructions", [100.0])
+    project.add(HEAD, "f.fine.track_instructions", [100.0])
+    verdict = project.check()
+    assert verdict.exit_code == 0
+    assert "1 failing on both" in verdict.markdown and "#### Failures" in verdict.markdown
+
+
+def test_parameterized_benchmarks_are_compared_per_parameter(project: Project) -> None:
+    project.bench("p.track_instructions", "instructions", params=[["1", "2"]])
+    project.add(BASE, "p.track_instructions", [100.0, 100.0])
+    project.add(HEAD, "p.track_instructions", [100.0, 150.0])
+    verdict = project.check()
+    assert _statuses(verdict) == {
+        "p.track_instructions(1)": "unchanged",
+        "p.track_instructions(2)": "regression",
+    }
+
+
+def test_changed_benchmark_code_is_not_compared(project: Project) -> None:
+    project.bench("c.track_instructions", "instructions")
+    project.bench("d.track_instructions", "instructions")
+    project.add(BASE, "c.track_instructions", [100.0], version="v1")
+    project.add(HEAD, "c.track_instructions", [200.0], version="v2")
+    project.add(BASE, "d.track_instructions", [100.0])
+    project.add(HEAD, "d.track_instructions", [100.0])
+    verdict = project.check()
+    assert _statuses(verdict)["c.track_instructions"] == "not compared"
+    assert verdict.exit_code == 0 and "benchmark code changed" in verdict.markdown
+
+
+def test_reviewed_overrides_by_regex(project: Project) -> None:
+    for name in ("Noisy", "Flaky", "Plain"):
+        project.bench(f"ic.{name}.track_instructions", "instructions")
+        project.add(BASE, f"ic.{name}.track_instructions", [1000.0])
+        project.add(HEAD, f"ic.{name}.track_instructions", [1030.0])  # +3% everywhere
+    (project.root / "benchkit-check.toml").write_text(
+        """
+[thresholds]
+instructions = 0.01
+
+[[override]]
+match = 'ic\\.Noisy\\.'
+threshold = 0.05
+reason = "allocator-dependent counts"
+
+[[override]]
+match = "Flaky"
+ignore = true
+reason = "tracked in issue 12"
+"""
+    )
+    verdict = project.check()  # the config beside asv.conf.json is found by default
+    assert _statuses(verdict) == {
+        "ic.Noisy.track_instructions": "unchanged",
+        "ic.Flaky.track_instructions": "ignored",
+        "ic.Plain.track_instructions": "regression",
+    }
+    assert "tracked in issue 12" in verdict.markdown
+    assert "benchkit-check.toml" in verdict.markdown
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[override]]\nmatch = "("\nreason = "x"\n', r"override #1: invalid regular expression '\('"),
+        ('[[override]]\nmatch = "a"\n', r"override #1 \('a'\): needs a reason"),
+        ("[thresholds]\ncycles = 0.1\n", r"\[thresholds\] cycles: unknown metric"),
+        ("[thresholds]\ninstructions = 'tight'\n", r"threshold must be a number"),
+        ("[gate]\nx = 1\n", r"unknown setting\(s\) gate"),
+        ("not toml at all [", r"invalid TOML"),
+    ],
+)
+def test_config_mistakes_name_file_and_entry(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "benchkit-check.toml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=message) as info:
+        check.load_check_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_json_config_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps({"thresholds": {"ratio": 0.2}, "override": [{"match": "x", "reason": "r"}]}))
+    config = check.load_check_config(path)
+    assert config.thresholds["ratio"] == 0.2 and config.overrides[0].reason == "r"
+
+
+def test_could_not_compare_cases(project: Project, tmp_path: Path) -> None:
+    project.bench("a.track_instructions", "instructions")
+    project.add(BASE, "a.track_instructions", [1.0])
+    with pytest.raises(
+        UserError, match=r"'bbbb2222' is neither a name in the history .* nor a commit with results"
+    ):
+        project.check()
+    project.add(HEAD, "a.track_instructions", [1.0], machine="other")
+    with pytest.raises(UserError, match=r"results of several machines \(box, other\).*--machine"):
+        project.check()
+    with pytest.raises(UserError, match=r"no results for 'bbbb2222'|neither a name"):
+        project.check(machine="box")
+    with pytest.raises(UserError, match=r"asv config .* not found"):
+        check.run_check(BASE, HEAD, asv_config=tmp_path / "nope.json")
+
+
+def test_cli_exit_codes_and_markdown_file(project: Project) -> None:
+    project.bench("ic.Add.track_instructions", "instructions")
+    project.add(BASE, "ic.Add.track_instructions", [1000.0])
+    project.add(HEAD, "ic.Add.track_instructions", [1100.0])
+    project.save()
+    out = project.root / "report.md"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "benchkit.cli",
+                "check",
+                *args,
+                "--asv-config",
+                str(project.root / "asv.conf.json"),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+        )
+
+    regression = run(BASE[:8], HEAD[:8], "--markdown", str(out))
+    assert regression.returncode == 1, regression.stderr
+    assert "| `ic.Add.track_instructions`" in regression.stdout
+    assert out.read_text() == regression.stdout
+    assert run(BASE[:8], BASE[:8]).returncode == 0
+    missing = run(BASE[:8], "cccc")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("benchkit check: error: 'cccc' is neither a name") and not missing.stdout
