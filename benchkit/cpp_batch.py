@@ -188,8 +188,18 @@ def build_all(
         try:
             build(shard)
         except CompileError as e:
-            for snippet in shard.snippets:
-                errors[snippet.key] = str(e)
+            if len(shard.snippets) == 1:
+                errors[shard.snippets[0].key] = str(e)
+            else:
+                # One broken snippet must not fail its shard-mates: compile each
+                # alone so only the broken ones are reported.
+                if progress:
+                    progress(f"C++ shard {shard.name} failed to compile; compiling its cases one by one")
+                for snippet in shard.snippets:
+                    try:
+                        build(Shard(shard.global_setup, (snippet,)))
+                    except CompileError as single_error:
+                        errors[snippet.key] = str(single_error)
         if progress:
             progress(
                 f"compiled C++ shard {shard.name} ({len(shard.snippets)} cases) "
@@ -231,10 +241,11 @@ class CppSuite:
         self._shard_of = {s.key: shard for shard in self.shards for s in shard.snippets}
 
     def shard_for(self, args: TimerArgs) -> Shard:
-        key = Snippet.of(args).key
-        if key not in self._shard_of:  # a case outside the suite: its own shard
-            self._shard_of[key] = Shard(args.global_setup, (Snippet.of(args),))
-        return self._shard_of[key]
+        snippet = Snippet.of(args)
+        alone = Shard(args.global_setup, (snippet,))
+        shard = self._shard_of.get(snippet.key, alone)  # a case outside the suite: alone
+        # A shard that failed to compile was rebuilt case by case (see build_all).
+        return alone if not is_built(shard) and is_built(alone) else shard
 
     def timeit_function(self, args: TimerArgs) -> Callable[[int], float]:
         module: Any = load(self.shard_for(args))

@@ -149,6 +149,10 @@ def _setup(
     return "\n".join(part for part in (base, load) if part)
 
 
+def _has_cpp_side(bench: GroupedBenchmark) -> bool:
+    return bench.cpp_fwd_stmt is not None or bool(bench.setup.cpp_setup.strip())
+
+
 def _expand(label: Label, bench: GroupedBenchmark) -> list[Case]:
     from benchkit.torchscript import artifact_for
 
@@ -161,6 +165,8 @@ def _expand(label: Label, bench: GroupedBenchmark) -> list[Case]:
             continue
         if autograd is AutogradMode.FORWARD_BACKWARD and not bench.autograd:
             continue
+        if runtime is RuntimeMode.JIT and lang is Language.CPP and not _has_cpp_side(bench):
+            continue  # nothing in C++ would define the model's inputs
         stmt = _stmt(bench, runtime, autograd, lang)
         if stmt is None:
             continue

@@ -527,7 +527,7 @@ def materialize(
     device: str = "cpu",
     dtype: torch.dtype | None = None,
     channels_last: bool = False,
-) -> tuple[list[Any], dict[str, Any]]:
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Real (args, kwargs) for a logged call.
 
     Data is random but deterministic (seeded from the call text and drawn on the
@@ -564,7 +564,7 @@ def materialize(
             return {k: convert(v) for k, v in value.items()}
         return value
 
-    args = [convert(v) for v in item.args]
+    args = tuple(convert(v) for v in item.args)
     kwargs = {k: convert(v) for k, v in item.kwargs.items()}
     return args, kwargs
 

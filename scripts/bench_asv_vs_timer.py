@@ -78,7 +78,10 @@ def main() -> None:
             for mode, sink in (("timer", timer_runs), ("asv", asv_runs)):
                 out = subprocess.run(
                     [sys.executable, "-c", child, mode, stmt, setup, str(defs)],
-                    capture_output=True, text=True, check=True, cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=ROOT,
                 )
                 sink.append(json.loads(out.stdout.strip().splitlines()[-1]))
         t, a = statistics.median(timer_runs), statistics.median(asv_runs)

@@ -23,8 +23,10 @@ from benchkit.api import (
 )
 from benchkit.expand import asv_class_name, asv_classes, flatten, materialize, select
 
-SETUP = GroupedSetup("x = torch.ones((4, 4))\nw = torch.ones((4, 4), requires_grad=True)",
-                     "auto x = torch::ones({4, 4});\nauto w = torch::ones({4, 4}).set_requires_grad(true);")
+SETUP = GroupedSetup(
+    "x = torch.ones((4, 4))\nw = torch.ones((4, 4), requires_grad=True)",
+    "auto x = torch::ones({4, 4});\nauto w = torch::ones({4, 4}).set_requires_grad(true);",
+)
 
 
 def _modes(case):  # (runtime, autograd, language, threads)
@@ -33,10 +35,19 @@ def _modes(case):  # (runtime, autograd, language, threads)
 
 
 def test_full_expansion_of_one_grouped_stmt() -> None:
-    cases = materialize({"mul": GroupedStmts(
-        "y = x * w", "auto y = x * w;", SETUP, signature="f(x, w) -> y",
-        torchscript=True, autograd=True, num_threads=(1, 2),
-    )})
+    cases = materialize(
+        {
+            "mul": GroupedStmts(
+                "y = x * w",
+                "auto y = x * w;",
+                SETUP,
+                signature="f(x, w) -> y",
+                torchscript=True,
+                autograd=True,
+                num_threads=(1, 2),
+            )
+        }
+    )
     # runtime (2) x autograd (2) x language (2) x threads (2)
     assert len(cases) == 16
     assert len({_modes(c) for c in cases}) == 16
@@ -70,16 +81,28 @@ HELD_OUT = {
     "grad": GroupedStmts("y = (x * w).sum()", setup=SETUP, signature="f(x, w) -> y", autograd=True),
     # a module, both languages, scripted: 4; an unscripted one with 2 threads: 2 x 2 = 4
     "modules": {
-        "relu": GroupedModules("model = torch.nn.ReLU()", "auto model = torch::nn::ReLU();",
-                               setup=SETUP, signature="f(x) -> y", torchscript=True),
-        "lstm": GroupedModules("model = torch.nn.LSTM(4, 2)", "auto model = torch::nn::LSTM(4, 2);",
-                               setup=SETUP, signature="f(x) -> y", num_threads=(1, 2)),
+        "relu": GroupedModules(
+            "model = torch.nn.ReLU()",
+            "auto model = torch::nn::ReLU();",
+            setup=SETUP,
+            signature="f(x) -> y",
+            torchscript=True,
+        ),
+        "lstm": GroupedModules(
+            "model = torch.nn.LSTM(4, 2)",
+            "auto model = torch::nn::LSTM(4, 2);",
+            setup=SETUP,
+            signature="f(x) -> y",
+            num_threads=(1, 2),
+        ),
     },
     # explicit TimerArgs pass through -> 1
     "explicit": TimerArgs("x = 1"),
     # variants: add has two lines (2 cases, each py+cpp = 2 -> 4), neg py only (1) -> 5
     "variants": GroupedVariants(
-        "# @add\nx + 1\nx + 2\n# @neg\n-x", "// @add\nx + 1;\nx + 2;", ),
+        "# @add\nx + 1\nx + 2\n# @neg\n-x",
+        "// @add\nx + 1;\nx + 2;",
+    ),
 }
 
 
@@ -87,9 +110,17 @@ def test_held_out_definition_counts_and_labels() -> None:
     cases = materialize(HELD_OUT)
     counts = Counter("/".join(c.label) for c in cases)
     assert counts == {
-        "empty": 2, "a/b/py only": 3, "a/b/cpp only": 1, "jit": 4, "grad": 2,
-        "modules/relu": 4, "modules/lstm": 4, "explicit": 1,
-        "variants/add/Case:  0": 2, "variants/add/Case:  1": 2, "variants/neg": 1,
+        "empty": 2,
+        "a/b/py only": 3,
+        "a/b/cpp only": 1,
+        "jit": 4,
+        "grad": 2,
+        "modules/relu": 4,
+        "modules/lstm": 4,
+        "explicit": 1,
+        "variants/add/Case:  0": 2,
+        "variants/add/Case:  1": 2,
+        "variants/neg": 1,
     }
     assert len(cases) == 26
     explicit = next(c for c in cases if c.label == ("explicit",))
@@ -106,8 +137,19 @@ def test_standard_suite_size_and_groups() -> None:
     cases = load_cases(standard=True, paths=[])
     assert len(cases) >= 181
     groups = {c.label[0] for c in cases}
-    for required in ("empty", "Pointwise", "Reduction", "Indexing", "Metadata and views", "nn Modules",
-                     "training", "InferenceMode", "MatMul", "Attention", "torch.compile"):
+    for required in (
+        "empty",
+        "Pointwise",
+        "Reduction",
+        "Indexing",
+        "Metadata and views",
+        "nn Modules",
+        "training",
+        "InferenceMode",
+        "MatMul",
+        "Attention",
+        "torch.compile",
+    ):
         assert required in groups
     training = [c for c in cases if c.label[0] == "training"]
     assert {c.timer_args.num_threads for c in training} == {1, 2}
@@ -147,8 +189,15 @@ def test_asv_names_are_valid_unique_and_stable() -> None:
         "print(json.dumps({n: c.time_wall.version for n, c in cl.items()}))"
     )
     runs = [
-        json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                                  env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout)
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+            ).stdout
+        )
         for seed in ("1", "2")
     ]
     assert runs[0] == runs[1] and len(runs[0]) == len(cases)

@@ -49,8 +49,11 @@ def test_cpp_layout_is_deterministic_and_groups_by_global_setup() -> None:
 
 def test_cpp_cases_compile_once_per_shard_and_honour_threads() -> None:
     cases = [
-        TimerArgs("auto y = x * w;", "auto x = torch::ones({4, 4});\nauto w = torch::ones({4, 4});",
-                  language=Language.CPP),
+        TimerArgs(
+            "auto y = x * w;",
+            "auto x = torch::ones({4, 4});\nauto w = torch::ones({4, 4});",
+            language=Language.CPP,
+        ),
         TimerArgs("TORCH_CHECK(torch::get_num_threads() == 2);", num_threads=2, language=Language.CPP),
     ]
     suite = CppSuite(cases)
@@ -62,10 +65,16 @@ def test_cpp_cases_compile_once_per_shard_and_honour_threads() -> None:
 
 
 def test_torchscript_cases_run_in_python_and_cpp() -> None:
-    setup = GroupedSetup("x = torch.ones(3)\nw = torch.ones(3)",
-                         "auto x = torch::ones({3});\nauto w = torch::ones({3});")
-    cases = materialize({"ts": GroupedStmts("y = x * w + 1", "auto y = x * w + 1;", setup,
-                                            signature="f(x, w) -> y", torchscript=True)})
+    setup = GroupedSetup(
+        "x = torch.ones(3)\nw = torch.ones(3)", "auto x = torch::ones({3});\nauto w = torch::ones({3});"
+    )
+    cases = materialize(
+        {
+            "ts": GroupedStmts(
+                "y = x * w + 1", "auto y = x * w + 1;", setup, signature="f(x, w) -> y", torchscript=True
+            )
+        }
+    )
     jit = [c for c in cases if c.autolabels.runtime.name == "JIT"]
     assert {c.autolabels.language for c in jit} == {Language.PYTHON, Language.CPP}
     suite = CppSuite([c.timer_args for c in cases])
