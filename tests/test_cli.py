@@ -14,7 +14,8 @@ from benchkit.api import GroupedStmts, GroupedSetup, TimerArgs
 
 BENCHMARKS = {
     "user": {
-        "fine": GroupedStmts("y = x + 1", setup=GroupedSetup("x = torch.ones(4)", "auto x = torch::ones({4});"),
+        "fine": GroupedStmts("y = x + 1",
+                             setup=GroupedSetup("x = torch.ones(4)", "auto x = torch::ones({4});"),
                              signature="f(x) -> y", torchscript=True),
         "cpp broken": GroupedStmts(cpp_stmt="this is not C++;"),
         "cpp fine": GroupedStmts(cpp_stmt="auto y = torch::ones({2}) + 1;"),
