@@ -37,42 +37,57 @@ def _mlp() -> tuple[Any, Any, Any]:
     from torch import nn
 
     model = nn.Sequential(
-        nn.Linear(256, 512), nn.GELU(), nn.LayerNorm(512), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+        nn.Linear(256, 512),
+        nn.GELU(),
+        nn.LayerNorm(512),
+        nn.Linear(512, 1024),
+        nn.GELU(),
+        nn.Linear(1024, 256),
+        nn.ReLU(),
+        nn.Linear(256, 10),
     )
     return model, torch.randn(64, 256), torch.randint(0, 10, (64,))
 
 
-class _ConvBlock:
-    """Residual conv block (conv-bn-relu-conv-bn + skip), pooling head: a ResNet stage in miniature."""
+class _ConvNet:
+    """Two ResNet-style stages (conv-bn-relu, residual block, max-pool) and a pooled linear head."""
 
     @staticmethod
     def build() -> tuple[Any, Any, Any]:
         import torch
         from torch import nn
 
-        class Block(nn.Module):
+        class Residual(nn.Module):
+            def __init__(self, channels: int) -> None:
+                super().__init__()
+                self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                self.bn1 = nn.BatchNorm2d(channels)
+                self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+                self.bn2 = nn.BatchNorm2d(channels)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                y = torch.relu(self.bn1(self.conv1(x)))
+                return torch.relu(self.bn2(self.conv2(y)) + x)
+
+        def stage(inputs: int, outputs: int) -> nn.Module:
+            return nn.Sequential(
+                nn.Conv2d(inputs, outputs, 3, padding=1, bias=False),
+                nn.BatchNorm2d(outputs),
+                nn.ReLU(),
+                Residual(outputs),
+                nn.MaxPool2d(2),
+            )
+
+        class Net(nn.Module):
             def __init__(self) -> None:
                 super().__init__()
-                self.stem = nn.Conv2d(3, 32, 3, padding=1, bias=False)
-                self.bn0 = nn.BatchNorm2d(32)
-                self.conv1 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
-                self.bn1 = nn.BatchNorm2d(32)
-                self.conv2 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
-                self.bn2 = nn.BatchNorm2d(32)
-                self.pool = nn.MaxPool2d(2)
+                self.stages = nn.Sequential(stage(3, 16), stage(16, 32))
                 self.head = nn.Linear(32, 10)
 
             def forward(self, x: torch.Tensor) -> torch.Tensor:
-                x = torch.relu(self.bn0(self.stem(x)))
-                skip = x
-                x = torch.relu(self.bn1(self.conv1(x)))
-                x = self.bn2(self.conv2(x))
-                x = torch.relu(x + skip)
-                x = self.pool(x)
-                x = x.mean(dim=(2, 3))
-                return self.head(x)
+                return self.head(self.stages(x).mean(dim=(2, 3)))
 
-        return Block(), torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+        return Net(), torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
 
 
 class _EncoderClassifier:
@@ -101,9 +116,11 @@ class _EncoderClassifier:
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec("mlp", "3-layer MLP with GELU and LayerNorm, batch 64 x 256", _mlp),
+        ModelSpec("mlp", "4-layer MLP with GELU, LayerNorm and ReLU, batch 64 x 256", _mlp),
         ModelSpec(
-            "cnn", "residual conv block with BatchNorm and pooling, batch 8 x 3 x 32 x 32", _ConvBlock.build
+            "cnn",
+            "two ResNet-style conv stages with BatchNorm and max-pooling, batch 8 x 3 x 32 x 32",
+            _ConvNet.build,
         ),
         ModelSpec(
             "transformer",
