@@ -1,0 +1,284 @@
+"""End to end through real asv: a torch history -> asv run/continuous -> benchkit check -> asv publish.
+
+The project under test is a temporary asv config that points at a temporary
+wheel history and at this repository's real suite (``benchmarks/``), narrowed
+with ``-b`` to two cases: ``nn.Linear`` and ``nn.ReLU`` forward in eager Python.
+
+The injected regression is an honest torch build: the local 2.13.0 wheel
+repacked (``benchkit.build_torch.patch_wheel``) so that ``nn.Linear.forward``
+computes its result twice -- the kind of accidental double work a PR can add.
+It goes on its own branch with ``benchkit history add --branch``, as a
+developer's PR wheel would. ReLU is untouched and serves as the control.
+
+Each asv environment costs a virtualenv plus a torch install (~1 min on two
+cores), so one test shares a project and carries the representative path; the
+other workflows are marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from test_build_torch import LOCAL_WHEEL
+
+from benchkit import history
+from benchkit.build_torch import asv_build_settings, patch_wheel
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CASES = r"nn_Modules_(Linear|ReLU)_PYTHON_EAGER_FORWARD_t1_.*\.time_wall"
+LINEAR = "nn_Modules_Linear_PYTHON_EAGER_FORWARD_t1"
+RELU = "nn_Modules_ReLU_PYTHON_EAGER_FORWARD_t1"
+MACHINE = "e2e"
+# Few samples, one round: enough for asv's statistics at a fraction of the default time.
+FAST = ["-a", "rounds=1", "-a", "repeat=(5,10,2.0)"]
+LINEAR_PATCH = """
+
+# benchkit test build: an injected regression -- Linear computes its result twice.
+_benchkit_linear_forward = Linear.forward
+
+
+def _benchkit_linear_forward_twice(self, input):
+    _benchkit_linear_forward(self, input)
+    return _benchkit_linear_forward(self, input)
+
+
+Linear.forward = _benchkit_linear_forward_twice
+"""
+
+
+def slow_linear_wheel(folder: Path) -> Path:
+    with zipfile.ZipFile(LOCAL_WHEEL) as wheel:
+        source = wheel.read("torch/nn/modules/linear.py").decode()
+    return patch_wheel(
+        LOCAL_WHEEL,
+        folder / LOCAL_WHEEL.name,
+        {"torch/nn/modules/linear.py": (source + LINEAR_PATCH).encode()},
+    )
+
+
+@dataclass(frozen=True)
+class AsvProject:
+    root: Path
+    history: Path
+    env: dict[str, str]
+
+    @property
+    def config(self) -> Path:
+        return self.root / "asv.conf.json"
+
+    def run(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            args, cwd=self.root, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(args)} exited {result.returncode}\n{result.stdout}\n{result.stderr}"
+            )
+        return result
+
+    def asv(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self.run(sys.executable, "-m", "asv", *args, check=check)
+
+    def benchkit(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        return self.run(sys.executable, "-m", "benchkit.cli", *args, check=check)
+
+    def result_files(self) -> dict[str, Path]:
+        return {p.name.split("-")[0]: p for p in (self.root / "results" / MACHINE).glob("*-*.json")}
+
+
+def make_project(root: Path, env_dir: Path) -> AsvProject:
+    root.mkdir(parents=True)
+    config = {
+        "version": 1,
+        "project": "torch",
+        "repo": "history",
+        "branches": ["main"],
+        "environment_type": "virtualenv",
+        "matrix": {"req": {"numpy": ""}},
+        "benchmark_dir": str(REPO_ROOT / "benchmarks"),
+        "env_dir": str(env_dir),
+        "results_dir": "results",
+        "html_dir": "html",
+        "launch_method": "forkserver",
+        **asv_build_settings(str(REPO_ROOT)),
+    }
+    (root / "asv.conf.json").write_text(json.dumps(config, indent=1))
+    home = root / "home"  # asv keeps machine descriptions in ~/.asv-machine.json
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
+    project = AsvProject(root, root / "history", env)
+    project.asv("machine", "--machine", MACHINE, "--yes")
+    return project
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
+    base = tmp_path_factory.mktemp("asv-e2e")
+    project = make_project(base / "project", base / "env")
+    slow = slow_linear_wheel(base / "pr-wheel")
+    assert (
+        project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL)).returncode == 0
+    )
+    added = project.benchkit(
+        "history", "add", str(slow), "--branch", "slowpr", "--note", "Linear computes twice", "--asv-config",
+        str(project.config),
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    yield project
+
+
+def test_history_run_continuous_check_publish(project: AsvProject) -> None:
+    main = history.HistoryRepo(project.history).branch_tip("main")
+    slowpr = history.HistoryRepo(project.history).branch_tip("slowpr")
+    assert main and slowpr
+
+    # asv run over the whole (main) history builds and measures the 2.13.0 wheel.
+    run = project.asv("run", "ALL", "-b", CASES, "--machine", MACHINE, "--record-samples", *FAST, "-v")
+    assert "benchkit.build_torch build" in run.stdout and "history-wheel" in run.stdout
+    assert "installed torch matches torch-2.13.0+cpu" in run.stdout
+    assert set(project.result_files()) == {main[:8]}
+
+    # asv continuous compares main with the PR branch's build and sees the slowdown.
+    cont = project.asv("continuous", "main", "slowpr", "-b", CASES, "--machine", MACHINE, *FAST, check=False)
+    assert cont.returncode == 1, cont.stdout + cont.stderr
+    assert "PERFORMANCE DECREASED" in cont.stdout and LINEAR in cont.stdout
+    assert set(project.result_files()) == {main[:8], slowpr[:8]}
+
+    # benchkit check: exit 1 and a Markdown table naming the slowed case.
+    gate = project.benchkit(
+        "check", "main", "slowpr", "--asv-config", str(project.config), "--machine", MACHINE
+    )
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    regressions = gate.stdout.split("#### Regressions")[1].split("####")[0]
+    linear_row = next(line for line in regressions.splitlines() if LINEAR in line)
+    assert "| wall time |" in linear_row
+    verdict = {line.split("`")[1].split(".")[1].rsplit("_", 1)[0]: line for line in gate.stdout.splitlines()
+               if line.startswith("| `")}  # fmt: skip
+    assert set(verdict) <= {LINEAR, RELU}
+    # The patch hits Linear, not the untouched control. (Wall time on a shared two-core
+    # machine is noisy, so this compares the two rather than trusting either alone.)
+    ratios = {c.name.split(".")[1].rsplit("_", 1)[0]: c.ratio for c in _comparisons(project)}
+    assert ratios[LINEAR] is not None and ratios[RELU] is not None
+    assert ratios[LINEAR] > 1.5 and ratios[LINEAR] > ratios[RELU], ratios
+    same = project.benchkit(
+        "check", "main", "main", "--asv-config", str(project.config), "--machine", MACHINE
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+
+    # asv compare reads the same results.
+    compare = project.asv("compare", "main", "slowpr", "--machine", MACHINE)
+    assert LINEAR in compare.stdout
+
+    # asv publish: a graph for every benchmark that has results.
+    project.asv("publish")
+    html = project.root / "html"
+    assert (html / "index.html").is_file()
+    names = {
+        name for path in project.result_files().values() for name in json.loads(path.read_text())["results"]
+    }
+    assert len(names) == 2 and any(LINEAR in name for name in names)
+    for name in names:
+        assert list(html.glob(f"graphs/**/{name}.json")), f"no graph for {name}"
+
+
+def _comparisons(project: AsvProject):  # type: ignore[no-untyped-def]
+    from benchkit.check import run_check
+
+    return run_check("main", "slowpr", asv_config=project.config, machine=MACHINE).comparisons
+
+
+@pytest.mark.slow
+def test_other_asv_workflows(project: AsvProject) -> None:
+    """asv run HEAD^!, continuous main HEAD, find and preview on the same history."""
+    repo = history.HistoryRepo(project.history)
+    # a second build on main so that HEAD has a parent
+    added = project.benchkit(
+        "history", "add", str(LOCAL_WHEEL), "--repo", str(project.history), "--allow-duplicate"
+    )
+    assert added.returncode == 0, added.stderr
+    head = repo.branch_tip("main")
+    assert head
+
+    project.asv("run", "HEAD^!", "-b", CASES, "--machine", MACHINE, *FAST)
+    assert head[:8] in project.result_files()
+
+    cont = project.asv("continuous", "main^", "HEAD", "-b", CASES, "--machine", MACHINE, *FAST, check=False)
+    assert cont.returncode in (0, 1), cont.stdout + cont.stderr  # same build twice: usually no change
+
+    find = project.asv("find", "slowpr", LINEAR, "--machine", MACHINE, *FAST[:2], check=False)
+    assert "Greatest regression found" in find.stdout, find.stdout + find.stderr
+    slowpr = repo.branch_tip("slowpr")
+    assert slowpr and slowpr[:8] in find.stdout.split("Greatest regression found")[1]
+
+    project.asv("publish")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "asv", "preview", "--port", str(port)],
+        cwd=project.root,
+        env=project.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        page = b""
+        for _ in range(50):
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert b"airspeed velocity" in page.lower() or b"<html" in page.lower()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=10)
+
+
+@pytest.mark.slow
+def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProject) -> None:
+    """`benchkit main`, interrupted after its first commit, does not measure that commit again."""
+    job = make_project(tmp_path / "job", Path(json.loads(project.config.read_text())["env_dir"]))
+    slow = slow_linear_wheel(tmp_path / "pr-wheel")
+    command = [
+        sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
+        "--build", str(LOCAL_WHEEL), "--build", str(slow), "-b", CASES,
+    ]  # fmt: skip
+    first = subprocess.Popen(
+        command,
+        cwd=job.root,
+        env=job.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 600
+    while not job.result_files() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(1)
+    os.killpg(first.pid, signal.SIGINT)
+    first.communicate(timeout=120)
+    done = job.result_files()
+    assert len(done) == 1, "the first commit should have finished before the interruption"
+    [(finished, path)] = done.items()
+    stamp = path.stat().st_mtime_ns
+
+    second = job.run(*command, timeout=900)
+    output = second.stdout + second.stderr
+    assert path.stat().st_mtime_ns == stamp, "finished commit was measured again"
+    assert f"For torch commit {finished}" not in output
+    assert len(job.result_files()) == 2
+    assert "benchkit main finished" in output and "index.html" in output
+    assert "#### Regressions" in second.stdout and LINEAR in second.stdout
