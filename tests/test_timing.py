@@ -85,3 +85,13 @@ def test_torchscript_cases_run_in_python_and_cpp() -> None:
 
 def test_python_threads_are_set() -> None:
     prepare(TimerArgs("assert torch.get_num_threads() == 2", num_threads=2)).run_block(2)
+
+
+def test_unscriptable_model_is_skipped_with_reason() -> None:
+    from benchkit.timing import CaseSkipped
+
+    cases = materialize({"ts": GroupedStmts("y = x.numpy()", setup=GroupedSetup("x = torch.ones(2)"),
+                                            signature="f(x) -> y", torchscript=True)})
+    jit = next(c for c in cases if c.autolabels.runtime.name == "JIT")
+    with pytest.raises(CaseSkipped, match="torch.jit could not script"):
+        prepare(jit.timer_args, jit.key)
