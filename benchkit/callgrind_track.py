@@ -1,0 +1,1123 @@
+"""Callgrind instruction counts for many cases in a few valgrind processes.
+
+`Timer.collect_callgrind` starts one valgrind process per statement and imports
+torch in it with instrumentation on: most of its ~50 s per statement is that
+import. Here a batch of cases runs like this:
+
+* **Few valgrind processes.** One *template* Python process per core runs under
+  ``valgrind --tool=callgrind --instr-atstart=no``; it imports torch once,
+  uninstrumented (~15 s instead of ~60 s).
+* **One fork per case.** The template forks a child per case. Every child
+  starts from the same post-import state, so a case's count does not depend on
+  which cases ran before it, on the shard it landed in, or on ``--filter``.
+  A child that crashes, hangs or raises costs only its own case: the supervisor
+  records the failure and the template carries on.
+* **Instrumentation only around the measured region.** The template discards
+  valgrind's translations before forking, so a child's
+  ``CALLGRIND_START_INSTRUMENTATION`` (which throws away all translated code)
+  is cheap. Setup and the first warm-up executions run uninstrumented; the
+  statement then runs in collected regions that are each dumped to their own
+  file (a probe execution, then ``REPEATS`` repeats of ``number`` executions).
+* **C++ cases** are compiled into a few shared extension modules (the shard
+  layout and content-keyed cache of `benchkit.cpp_batch`, with a counting
+  function per case instead of a timing one) and run in the same children.
+
+Determinism: the same case on the same build repeats exactly. What could move
+a count and what holds it still:
+
+* hash randomisation: ``PYTHONHASHSEED=0``;
+* environment size and contents, argv, working directory: the template gets a
+  fixed environment and command line, whatever the caller's;
+* address-space layout: ASLR off (``setarch -R``) where the kernel allows;
+* garbage collection: collected before, disabled during, the measured region;
+* allocator and interpreter warm-up (malloc free lists, CPython's adaptive
+  specialisation): ``WARMUP`` uninstrumented executions, then one instrumented
+  but uncollected round of ``number`` executions before the repeats;
+* the number of executions per repeat comes from the probe's *count*, never a
+  clock, bucketed to a power of two so that small changes do not move it;
+* thread pools: OpenMP waits passively (no spinning counted under valgrind's
+  serialised threads);
+* the statistic: the median of the repeats, per execution.
+
+Valgrind emulates AVX2 (not AVX-512), so torch picks its AVX2 kernels; the
+CPU capability seen under valgrind is recorded in the batch metadata. MKL is
+limited to SSE4.2 kernels (``MKL_ENABLE_INSTRUCTIONS``): valgrind emulates FMA
+instructions about 100x slower than others, which made one 256x512x512 linear
+layer take ~10 s per execution; its counts then describe MKL's SSE kernels.
+
+This file is also the worker: valgrind runs it as a script
+(``python callgrind_track.py --template ...``) so that a worker imports only the
+standard library and torch. Hence no top-level benchkit imports here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import gc
+import importlib.machinery
+import importlib.util
+import itertools
+import json
+import os
+import platform
+import queue
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from benchkit.cpp_batch import Shard, Snippet
+    from benchkit.expand import Case
+
+# Executions before instrumentation starts (setup's lazy init, allocator warm-up).
+WARMUP = 5
+# Collected repeats per case; the reported count is their median.
+REPEATS = 3
+# A repeat should hold about this many instructions: enough executions that the
+# few hundred instructions of toggling collection are noise (<0.02%), few
+# enough that a repeat takes a fraction of a second under callgrind.
+TARGET_REPEAT_INSTRUCTIONS = 2_000_000
+MAX_NUMBER = 1024
+DEFAULT_CASE_TIMEOUT = 300.0
+TEMPLATE_START_TIMEOUT = 600.0
+MKL_INSTRUCTIONS = "SSE4_2"
+
+_TEMPLATE_FLAG = "--benchkit-callgrind-template"
+
+
+def choose_number(probe_instructions: int) -> int:
+    """Executions per repeat: a power of two so that a repeat holds ~TARGET instructions."""
+    wanted = TARGET_REPEAT_INSTRUCTIONS // max(probe_instructions, 1)
+    number = 1
+    while number * 2 <= min(wanted, MAX_NUMBER):
+        number *= 2
+    return number
+
+
+# =============================================================================
+# Callgrind output files
+# =============================================================================
+
+_COMPRESSED = re.compile(r"\((\d+)\)(?:\s(.*))?$")
+
+
+def read_total(path: str | os.PathLike[str]) -> int:
+    """Total Ir of a dump from its ``summary:``/``totals:`` line (cheap: no body parse)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                fields = line.split()
+                return int(fields[1]) if len(fields) > 1 else 0
+    raise ValueError(f"{path}: no summary line; not a complete callgrind dump")
+
+
+def read_function_counts(path: str | os.PathLike[str]) -> dict[str, int]:
+    """Exclusive (self) Ir per function of one callgrind dump.
+
+    Keys are ``file:function [object]``, the strings ``callgrind_annotate``
+    prints and torch's `FunctionCounts` expects: cost lines after ``fi=``/``fe=``
+    (inlined code) go to that file, as callgrind_annotate does, and the cost
+    line following a ``calls=`` line is the callee's inclusive cost, so it is
+    not the caller's own. Parsed here rather than through callgrind_annotate
+    (a Perl process per dump) because a batch reads hundreds of dumps.
+    """
+    names: dict[tuple[str, str], str] = {}
+    counts: dict[str, int] = {}
+    n_positions = 1
+    obj = file = fn = ""
+    key = ""
+    after_calls = False
+
+    def resolve(kind: str, raw: str) -> str:
+        match = _COMPRESSED.match(raw)
+        if match is None:
+            return raw
+        if match.group(2) is not None:
+            names[(kind, match.group(1))] = match.group(2)
+            return match.group(2)
+        return names[(kind, match.group(1))]
+
+    with open(path) as f:
+        for line in f:
+            first = line[:1]
+            if first.isdigit() or first in "+-*":
+                if after_calls:
+                    after_calls = False
+                    continue
+                fields = line.split()
+                if len(fields) > n_positions:
+                    counts[key] = counts.get(key, 0) + int(fields[n_positions])
+                continue
+            head, _, value = line.rstrip("\n").partition("=")
+            if head == "fn":
+                fn = resolve("fn", value)
+                key = f"{file}:{fn} [{obj}]"
+            elif head in ("fi", "fe"):
+                file = resolve("fl", value)
+                key = f"{file}:{fn} [{obj}]"
+            elif head == "fl":
+                file = resolve("fl", value)
+            elif head == "ob":
+                obj = resolve("ob", value)
+            elif head == "cob":
+                resolve("ob", value)
+            elif head in ("cfi", "cfl", "jfi"):
+                resolve("fl", value)
+            elif head in ("cfn", "jfn"):
+                resolve("fn", value)
+            elif head == "calls":
+                after_calls = True
+            elif line.startswith("positions:"):
+                n_positions = len(line.split()) - 1
+    return {k: v for k, v in counts.items() if v}
+
+
+def standardize(counts: Mapping[str, int]) -> dict[str, int]:
+    """torch's own clean-up of function names: `CallgrindStats.as_standardized` strips
+    build-directory prefixes and library names (so two builds diff cleanly), then
+    `FunctionCounts.denoise` drops CPython symbols known to be noisy."""
+    from torch.utils.benchmark.utils.common import TaskSpec
+    from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import (
+        CallgrindStats,
+        FunctionCount,
+        FunctionCounts,
+    )
+
+    exclusive = FunctionCounts(tuple(FunctionCount(c, fn) for fn, c in counts.items()), inclusive=False)
+    empty_inclusive = FunctionCounts((), inclusive=True)
+    stats = CallgrindStats(
+        task_spec=TaskSpec(stmt="", setup=""),
+        number_per_run=1,
+        built_with_debug_symbols=False,
+        baseline_inclusive_stats=empty_inclusive,
+        baseline_exclusive_stats=FunctionCounts((), inclusive=False),
+        stmt_inclusive_stats=empty_inclusive,
+        stmt_exclusive_stats=exclusive,
+        stmt_callgrind_out=None,
+    )
+    return {fc.function: fc.count for fc in stats.as_standardized().stats(inclusive=False).denoise()}
+
+
+# =============================================================================
+# Worker: runs under valgrind (standard library and torch only)
+# =============================================================================
+
+
+def _control_source() -> str:
+    return textwrap.dedent(
+        """\
+        #include "callgrind.h"
+        void benchkit_start_instrumentation(void) { CALLGRIND_START_INSTRUMENTATION; }
+        void benchkit_dump(const char* name) { CALLGRIND_DUMP_STATS_AT(name); }
+        int benchkit_running_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
+        void benchkit_discard_translations(void) {
+          VALGRIND_DISCARD_TRANSLATIONS(0x1000, ~(unsigned long)0xfff);
+        }
+        """
+    )
+
+
+def _python_loop(stmt: str, setup: str, torch: Any) -> tuple[Callable[..., None], dict[str, Any]]:
+    """Setup's variables become the loop function's parameters (fast locals), as in
+    timeit's template and `benchkit.timing`; the collect toggles are the first and
+    last thing in the function, so the call into it is not counted."""
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(setup, "<setup>", "exec"), namespace)
+    names = [k for k in namespace if k.isidentifier() and not k.startswith("__")]
+    source = (
+        f"def _benchkit_loop(_benchkit_iterations, _benchkit_toggle, {', '.join(names)}):\n"
+        "    _benchkit_toggle()\n"
+        "    for _ in _benchkit_iterations:\n"
+        f"{textwrap.indent(stmt, ' ' * 8)}\n"
+        "    _benchkit_toggle()\n"
+    )
+    code: dict[str, Any] = {}
+    exec(compile(source, "<stmt>", "exec"), namespace, code)
+    return code["_benchkit_loop"], {name: namespace[name] for name in names}
+
+
+def _count_python(spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any) -> None:
+    loop, values = _python_loop(spec["stmt"], spec["setup"], torch)
+    no_toggle = int  # a builtin that takes no arguments: the warm-up collects nothing
+    toggle = torch._C._valgrind_toggle
+    gc.collect()
+    gc.disable()
+    loop(itertools.repeat(None, spec["warmup"]), no_toggle, **values)
+    ctl.benchkit_start_instrumentation()
+    loop(itertools.repeat(None, 1), toggle, **values)
+    ctl.benchkit_dump(b"probe")
+    number = after_probe()
+    if number > 1:
+        loop(itertools.repeat(None, number), no_toggle, **values)
+    for _ in range(spec["repeats"]):
+        loop(itertools.repeat(None, number), toggle, **values)
+        ctl.benchkit_dump(b"repeat")
+
+
+def _count_cpp(spec: dict[str, Any], after_probe: Callable[[], int]) -> None:
+    loader = importlib.machinery.ExtensionFileLoader(spec["module"], spec["library"])
+    module_spec = importlib.util.spec_from_file_location(spec["module"], spec["library"], loader=loader)
+    assert module_spec is not None
+    module = importlib.util.module_from_spec(module_spec)
+    loader.exec_module(module)
+    gc.collect()
+    gc.disable()
+    getattr(module, spec["function"])(spec["warmup"], spec["repeats"], after_probe)
+
+
+def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
+    """One case in a forked child. Never returns: it SIGKILLs itself so that
+    callgrind's exit-time dump (nothing left to collect) is skipped."""
+    case_dir = root / "cases"
+    log = os.open(case_dir / f"{index}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    result: dict[str, Any]
+    started = time.monotonic()
+    state: dict[str, Any] = {}
+    try:
+        spec = json.loads((case_dir / f"{index}.json").read_text())
+        dump_prefix = str(root / f"cg.{os.getpid()}")
+
+        def after_probe() -> int:
+            probe = read_total(f"{dump_prefix}.1")
+            state["probe"] = probe
+            state["number"] = choose_number(probe)
+            state["measure_start"] = time.monotonic()
+            return int(state["number"])
+
+        torch.set_num_threads(spec["num_threads"])
+        if spec["language"] == "PYTHON":
+            _count_python(spec, ctl, after_probe, torch)
+        else:
+            _count_cpp(spec, after_probe)
+        dumps = [f"{dump_prefix}.{i + 2}" for i in range(spec["repeats"])]
+        missing = [d for d in dumps if not os.path.exists(d)]
+        if missing or "number" not in state:
+            raise RuntimeError(f"callgrind wrote no dump {missing or dump_prefix + '.1'}")
+        result = {
+            "status": "ok",
+            "number": state["number"],
+            "probe": state["probe"],
+            "dumps": dumps,
+            "setup_seconds": state["measure_start"] - started,
+            "seconds": time.monotonic() - started,
+        }
+    except BaseException:
+        result = {"status": "failed", "error": traceback.format_exc()}
+    try:
+        tmp = case_dir / f".{index}.result.tmp"
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, case_dir / f"{index}.result.json")
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+def _template_main(root: Path, control_library: str) -> None:
+    """Import torch uninstrumented, then fork one child per case index read from stdin.
+
+    Protocol on stdout (one line each): ``ready <json>``, then per index
+    ``started <index> <pid>`` and ``finished <index> <wait status>``. The loop
+    does the same work for every case, so every child starts from the same state.
+    """
+    import torch
+
+    ctl = ctypes.CDLL(control_library)
+    ctl.benchkit_dump.argtypes = [ctypes.c_char_p]
+    info = {
+        "running_on_valgrind": bool(ctl.benchkit_running_on_valgrind()),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", ""),
+        "python": platform.python_version(),
+    }
+    # Children start instrumentation, which discards every translation; with
+    # none inherited that costs milliseconds instead of a second per case.
+    ctl.benchkit_discard_translations()
+    os.write(1, f"ready {json.dumps(info)}\n".encode())
+    stdin = sys.stdin.buffer
+    while True:
+        line = stdin.readline()
+        if not line:
+            return
+        index = int(line)
+        pid = os.fork()
+        if pid == 0:
+            if index < 0:  # warm-up round of this loop: nothing to run
+                os._exit(0)
+            _child(root, index, ctl, torch)
+        os.write(1, f"started {index} {pid}\n".encode())
+        _, status = os.waitpid(pid, 0)
+        os.write(1, f"finished {index} {status}\n".encode())
+
+
+# =============================================================================
+# Supervisor: outside valgrind
+# =============================================================================
+
+
+class ValgrindUnavailable(RuntimeError):
+    """Instruction counts cannot be collected here (no valgrind, no compiler, unsupported build)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseCount:
+    """The instruction count of one case, or why there is none.
+
+    ``instructions`` is per execution of the statement: the median repeat's
+    total divided by ``number``. ``functions`` are that repeat's standardized
+    exclusive counts (totals over ``number`` executions).
+    """
+
+    key: str
+    status: str  # "ok" | "failed" | "skipped"
+    instructions: float | None = None
+    number: int = 0
+    repeat_totals: tuple[int, ...] = ()
+    probe: int | None = None
+    functions: Mapping[str, int] = dataclasses.field(default_factory=dict, repr=False)
+    error: str = ""
+    seconds: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-able, without the function-level profile."""
+        return {
+            "instructions": self.instructions,
+            "status": self.status,
+            "number": self.number,
+            "repeats": [t / self.number for t in self.repeat_totals] if self.number else [],
+            "error": self.error or None,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    counts: dict[str, CaseCount]  # case key -> count, in the order of the input cases
+    metadata: dict[str, Any]
+    seconds: float
+
+
+def valgrind_version() -> str:
+    """valgrind's version string; `ValgrindUnavailable` with what to do when missing."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise ValgrindUnavailable(
+            "valgrind is not installed (needed for instruction counts; e.g. `apt-get install valgrind`); "
+            "wall-time benchmarks do not need it"
+        )
+    try:
+        out = subprocess.run([valgrind, "--version"], capture_output=True, text=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ValgrindUnavailable(f"{valgrind} --version failed: {e}") from e
+    return out.stdout.strip()
+
+
+def _valgrind_headers() -> Path:
+    import torch.utils.benchmark.utils.valgrind_wrapper as wrapper
+
+    return Path(wrapper.__file__).resolve().parent
+
+
+def build_control_library() -> Path:
+    """The tiny C library the worker calls through ctypes for what torch does not
+    expose (start instrumentation, named dumps, discard translations). Cached by content."""
+    from benchkit.util import atomic_path, cache_dir, content_key
+
+    headers = _valgrind_headers()
+    source = _control_source()
+    header_text = (headers / "callgrind.h").read_text() + (headers / "valgrind.h").read_text()
+    directory = cache_dir("callgrind", "control", content_key(source, header_text))
+    library = directory / "libbenchkit_callgrind.so"
+    if library.exists():
+        return library
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise ValgrindUnavailable("no C compiler (cc/gcc) to build the callgrind control library")
+    source_path = directory / "control.c"
+    source_path.write_text(source)
+    with atomic_path(library) as tmp:
+        cmd = [compiler, "-O2", "-shared", "-fPIC", f"-I{headers}", str(source_path), "-o", str(tmp)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            raise ValgrindUnavailable(f"building the callgrind control library failed:\n{done.stderr}")
+    return library
+
+
+# -- C++ cases -------------------------------------------------------------------
+
+_COUNT_PRELUDE = """\
+#include <cstdint>
+#include <functional>
+#include <torch/extension.h>
+#include <pybind11/functional.h>
+#include "{callgrind_h}"
+"""
+
+# Per-snippet counting function. Python passes `after_probe`, which reads the
+# probe's dump and returns the executions per repeat.
+_COUNT_FUNCTION = """
+void {name}(int64_t warmup, int64_t repeats, const std::function<int64_t()>& after_probe) {{
+  torch::set_num_threads({threads});
+{setup}
+  for (int64_t benchkit_i = 0; benchkit_i < warmup; benchkit_i++) {{
+{stmt}
+  }}
+  CALLGRIND_START_INSTRUMENTATION;
+  CALLGRIND_TOGGLE_COLLECT;
+  {{
+{stmt}
+  }}
+  CALLGRIND_TOGGLE_COLLECT;
+  CALLGRIND_DUMP_STATS_AT("probe");
+  const int64_t number = after_probe();
+  for (int64_t benchkit_i = 0; benchkit_i < (number > 1 ? number : 0); benchkit_i++) {{
+{stmt}
+  }}
+  for (int64_t benchkit_r = 0; benchkit_r < repeats; benchkit_r++) {{
+    CALLGRIND_TOGGLE_COLLECT;
+    for (int64_t benchkit_i = 0; benchkit_i < number; benchkit_i++) {{
+{stmt}
+    }}
+    CALLGRIND_TOGGLE_COLLECT;
+    CALLGRIND_DUMP_STATS_AT("repeat");
+  }}
+}}
+"""
+
+
+def _count_function_name(snippet: Snippet) -> str:
+    return f"count_{snippet.key}"
+
+
+def _shard_class() -> type[Shard]:
+    """`cpp_batch.Shard` with counting functions instead of timing ones (same layout and cache)."""
+    global _CountShard
+    if _CountShard is None:
+        from benchkit.cpp_batch import Shard
+        from benchkit.util import content_key, torch_build_id
+
+        @dataclasses.dataclass(frozen=True)
+        class CountShard(Shard):
+            @property
+            def source(self) -> str:
+                bodies = [
+                    _COUNT_FUNCTION.format(
+                        name=_count_function_name(s),
+                        threads=s.num_threads,
+                        setup=textwrap.indent(s.setup, "  "),
+                        stmt=textwrap.indent(s.stmt, "    "),
+                    )
+                    for s in self.snippets
+                ]
+                exports = "\n".join(
+                    f'  m.def("{_count_function_name(s)}", &{_count_function_name(s)});' for s in self.snippets
+                )
+                prelude = _COUNT_PRELUDE.format(callgrind_h=_valgrind_headers() / "callgrind.h")
+                return (
+                    f"{prelude}\n// global setup\n{self.global_setup}\n"
+                    + "\n".join(bodies)
+                    + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exports}\n}}\n"
+                )
+
+            @property
+            def name(self) -> str:
+                return f"benchkit_count_{content_key(self.source, torch_build_id())}"
+
+        _CountShard = CountShard
+    return _CountShard
+
+
+_CountShard: type[Shard] | None = None
+
+
+def count_shards(cases: Sequence[Case]) -> list[Shard]:
+    """The counting shards for the C++ cases, laid out like the timing shards."""
+    from benchkit.api import Language
+    from benchkit.cpp_batch import Snippet, layout
+
+    snippets = [Snippet.of(c.timer_args) for c in cases if c.timer_args.language is Language.CPP]
+    cls = _shard_class()
+    return [cls(s.global_setup, s.snippets) for s in layout(snippets)]
+
+
+def _library_for(snippet: Snippet, shards: Sequence[Shard]) -> tuple[str, Path] | None:
+    """(module name, built library) holding `snippet`: its shard, or, when that shard
+    failed to compile and was rebuilt case by case, its own single-case shard."""
+    from benchkit.cpp_batch import _library_path, is_built
+
+    shard = next((s for s in shards if snippet in s.snippets), None)
+    alone = _shard_class()("" if shard is None else shard.global_setup, (snippet,))
+    for candidate in (shard, alone):
+        if candidate is not None and is_built(candidate):
+            return candidate.name, _library_path(candidate)
+    return None
+
+
+# -- batch ------------------------------------------------------------------------
+
+
+def _fixed_environment(control_library: Path) -> dict[str, str]:
+    """The whole environment of a worker: the same size and contents for every batch,
+    whoever starts it (the CLI, asv, a test), so the stack and environ start alike."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/"),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "MKL_ENABLE_INSTRUCTIONS": MKL_INSTRUCTIONS,
+        # No compile-worker pool forked from inside valgrind for torch.compile cases.
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    }
+    # Needed to find torch at all in some installs; constant for one installation.
+    for name in ("PYTHONPATH", "LD_LIBRARY_PATH", "TORCHINDUCTOR_CACHE_DIR"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    return env
+
+
+def _aslr_prefix() -> list[str]:
+    """``setarch <arch> -R`` when the kernel lets us turn ASLR off, else nothing."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return []
+    prefix = [setarch, platform.machine(), "-R"]
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return prefix if ok else []
+
+
+class _TemplateDied(Exception):
+    pass
+
+
+class _Template:
+    """One valgrind'ed template process and the thread reading its protocol lines."""
+
+    def __init__(self, root: Path, command: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with open(log, "ab") as log_file:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                env=env,
+                cwd=root,
+                start_new_session=True,
+            )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            self.lines.put(raw.decode(errors="replace").rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, prefix: str, timeout: float | None) -> str:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError from None
+        if line is None:
+            raise _TemplateDied(self.tail())
+        if not line.startswith(prefix):
+            raise _TemplateDied(f"unexpected worker output {line!r}\n{self.tail()}")
+        return line[len(prefix) :]
+
+    def send(self, index: int) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(f"{index}\n".encode())
+            self.process.stdin.flush()
+        except OSError as e:
+            raise _TemplateDied(f"worker stdin closed: {e}\n{self.tail()}") from e
+
+    def tail(self, lines: int = 20) -> str:
+        with contextlib.suppress(OSError):
+            text = self.log.read_text(errors="replace").splitlines()
+            return "\n".join(text[-lines:])
+        return ""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {signal.Signals(sig).name}"
+        return f"killed by signal {sig}"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    with contextlib.suppress(OSError):
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return ""
+
+
+@dataclasses.dataclass
+class _Batch:
+    root: Path
+    cases: list[Case]
+    specs: dict[int, dict[str, Any] | None]  # None: not run (see `preset`)
+    preset: dict[int, CaseCount]  # cases decided before running (skipped, compile failed)
+    case_timeout: float
+    progress: Callable[[str], None]
+    results: dict[int, CaseCount] = dataclasses.field(default_factory=dict)
+    done: int = 0
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    started: float = dataclasses.field(default_factory=time.monotonic)
+
+    def record(self, index: int, count: CaseCount) -> None:
+        with self.lock:
+            self.results[index] = count
+            self.done += 1
+            elapsed = time.monotonic() - self.started
+            if count.status == "ok":
+                what = f"{count.instructions:,.1f}"
+            else:
+                what = f"{count.status.upper()}: {count.error.strip().splitlines()[-1] if count.error else ''}"
+            self.progress(
+                f"[{self.done:>{len(str(len(self.cases)))}}/{len(self.cases)} {elapsed:5.0f}s] "
+                f"{self.cases[index].key}: {what}"
+            )
+
+
+def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: float, note: str) -> CaseCount:
+    """Read a finished child's result and dumps into a `CaseCount`."""
+    key = batch.cases[index].key
+    case_dir = batch.root / "cases"
+    result_path = case_dir / f"{index}.result.json"
+    try:
+        if not result_path.exists():
+            reason = note or (f"worker {_describe_status(status)}" if status is not None else "worker lost")
+            log = _log_tail(case_dir / f"{index}.log")
+            return CaseCount(key, "failed", error=f"{reason}\n{log}".strip(), seconds=elapsed)
+        result = json.loads(result_path.read_text())
+        if result["status"] != "ok":
+            return CaseCount(key, "failed", error=result.get("error", "unknown error"), seconds=elapsed)
+        number = int(result["number"])
+        profiles = [standardize(read_function_counts(d)) for d in result["dumps"]]
+        totals = [sum(p.values()) for p in profiles]
+        median = statistics.median_low(totals)
+        chosen = profiles[totals.index(median)]
+        return CaseCount(
+            key,
+            "ok",
+            instructions=median / number,
+            number=number,
+            repeat_totals=tuple(totals),
+            probe=int(result["probe"]),
+            functions=chosen,
+            seconds=elapsed,
+        )
+    finally:
+        for path in batch.root.glob(f"cg.{pid}.*"):
+            path.unlink(missing_ok=True)
+
+
+def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _Template]) -> dict[str, Any]:
+    """Feed cases to one template until the queue is empty; restart it if it dies."""
+    info: dict[str, Any] = {}
+    template: _Template | None = None
+    restarts = 0
+    try:
+        while True:
+            try:
+                index = work.get_nowait()
+            except queue.Empty:
+                return info
+            while template is None:
+                template = make_template()
+                try:
+                    info = json.loads(template.expect("ready ", TEMPLATE_START_TIMEOUT))
+                    for warm_up in (-1, -1):  # bring the fork loop to its steady state
+                        template.send(warm_up)
+                        template.expect("started -1 ", TEMPLATE_START_TIMEOUT)
+                        template.expect("finished -1 ", TEMPLATE_START_TIMEOUT)
+                except (TimeoutError, _TemplateDied) as e:
+                    tail = template.tail() if isinstance(e, TimeoutError) else str(e)
+                    template.close()
+                    template = None
+                    restarts += 1
+                    if restarts > 2:
+                        raise ValgrindUnavailable(f"the valgrind worker does not start:\n{tail}") from e
+            start = time.monotonic()
+            note = ""
+            status: int | None = None
+            pid = -1
+            try:
+                template.send(index)
+                pid = int(template.expect(f"started {index} ", TEMPLATE_START_TIMEOUT))
+                try:
+                    status = int(template.expect(f"finished {index} ", batch.case_timeout))
+                except TimeoutError:
+                    note = f"timed out after {batch.case_timeout:.0f}s"
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    status = int(template.expect(f"finished {index} ", 60))
+            except (TimeoutError, _TemplateDied) as e:
+                note = note or f"the valgrind worker died while running this case:\n{e}"
+                if pid > 0:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                template.close()
+                template = None
+            batch.record(index, _outcome(batch, index, status, pid, time.monotonic() - start, note))
+    finally:
+        if template is not None:
+            template.close()
+
+
+def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[str], None]) -> _Batch:
+    """Per-case spec files; TorchScript artifacts and C++ shards built first."""
+    from benchkit.api import Language
+    from benchkit.cpp_batch import Snippet, build_all
+    from benchkit.torchscript import TorchScriptUnavailable, ensure_artifact
+
+    (batch_root / "cases").mkdir(parents=True, exist_ok=True)
+    preset: dict[int, CaseCount] = {}
+    specs: dict[int, dict[str, Any] | None] = {}
+    shards = count_shards(cases)
+    compile_errors = build_all(shards, progress=progress) if shards else {}
+    for index, case in enumerate(cases):
+        args = case.timer_args
+        specs[index] = None
+        if args.torchscript is not None:
+            try:
+                ensure_artifact(args.torchscript)
+            except TorchScriptUnavailable as e:
+                preset[index] = CaseCount(case.key, "skipped", error=str(e))
+                continue
+        spec: dict[str, Any] = {
+            "key": case.key,
+            "language": args.language.name,
+            "num_threads": args.num_threads,
+            "warmup": WARMUP,
+            "repeats": REPEATS,
+        }
+        if args.language is Language.CPP:
+            snippet = Snippet.of(args)
+            found = _library_for(snippet, shards)
+            if found is None:
+                error = compile_errors.get(snippet.key, "C++ shard was not built")
+                preset[index] = CaseCount(case.key, "failed", error=error)
+                continue
+            spec.update(module=found[0], library=str(found[1]), function=_count_function_name(snippet))
+        else:
+            spec.update(stmt=args.stmt, setup=args.setup)
+        specs[index] = spec
+        (batch_root / "cases" / f"{index}.json").write_text(json.dumps(spec))
+    return _Batch(batch_root, list(cases), specs, preset, DEFAULT_CASE_TIMEOUT, progress)
+
+
+def _durations_path() -> Path:
+    from benchkit.util import cache_dir
+
+    return cache_dir("callgrind") / "durations.json"
+
+
+def _load_durations() -> dict[str, float]:
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(_durations_path().read_text())
+        if isinstance(data, dict):
+            return {str(k): float(v) for k, v in data.items()}
+    return {}
+
+
+def collect(
+    cases: Sequence[Case],
+    jobs: int | None = None,
+    case_timeout: float = DEFAULT_CASE_TIMEOUT,
+    progress: Callable[[str], None] | None = None,
+    keep_files: bool = False,
+) -> BatchResult:
+    """Count every case; failures come back as `CaseCount(status="failed")`, never raised.
+
+    Raises `ValgrindUnavailable` when nothing can be counted here at all.
+    """
+    from benchkit.util import atomic_write_json, cache_dir, torch_build_id
+
+    progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
+    start = time.monotonic()
+    version = valgrind_version()
+    import torch
+
+    if not torch._C._valgrind_supported_platform():
+        raise ValgrindUnavailable("this torch build has no valgrind support")
+    control = build_control_library()
+    cases = list(cases)
+    runs = cache_dir("callgrind", "runs")
+    root = Path(tempfile.mkdtemp(prefix="batch-", dir=runs))
+    try:
+        batch = _write_specs(root, cases, progress)
+        batch.case_timeout = case_timeout
+        prep_seconds = time.monotonic() - start
+        runnable = [i for i, spec in batch.specs.items() if spec is not None]
+        for index, count in batch.preset.items():
+            batch.record(index, count)
+        # Longest first (known from earlier batches), so two workers finish together.
+        # Which worker runs a case does not change its count (see module docstring).
+        durations = _load_durations()
+        fingerprints = {i: cases[i].fingerprint for i in runnable}
+        runnable.sort(key=lambda i: -durations.get(fingerprints[i], 1.0))
+        work: queue.Queue[int] = queue.Queue()
+        for index in runnable:
+            work.put(index)
+        aslr = _aslr_prefix()
+        command = [
+            *aslr,
+            shutil.which("valgrind") or "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            "--dump-line=no",
+            f"--callgrind-out-file={root}/cg.%p",
+            f"--log-file={root}/valgrind.%p.log",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            _TEMPLATE_FLAG,
+            str(root),
+            str(control),
+        ]
+        env = _fixed_environment(control)
+        jobs = max(1, min(jobs or os.cpu_count() or 1, len(runnable) or 1))
+        slots = itertools.count()
+        infos: list[dict[str, Any]] = []
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            slot = next(slots)
+            try:
+                infos.append(
+                    _drive(batch, work, lambda: _Template(root, command, env, root / f"worker{slot}.log"))
+                )
+            except BaseException as e:  # surfaced after the other workers finish
+                errors.append(e)
+
+        if runnable:
+            progress(f"counting {len(runnable)} case(s) with {jobs} valgrind worker(s)...")
+            threads = [threading.Thread(target=worker) for _ in range(jobs)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        if errors and not any(infos):
+            raise errors[0]
+        for index in range(len(cases)):
+            if index not in batch.results:
+                reason = "; ".join(str(e) for e in errors) or "not run"
+                batch.record(index, CaseCount(cases[index].key, "failed", error=reason))
+        durations.update({fingerprints[i]: batch.results[i].seconds for i in runnable})
+        with contextlib.suppress(OSError):
+            atomic_write_json(_durations_path(), durations)
+        info = next((i for i in infos if i), {})
+        metadata = {
+            "valgrind": version,
+            "cpu_capability_under_valgrind": info.get("cpu_capability"),
+            "cpu_capability_native": torch.backends.cpu.get_cpu_capability(),
+            "mkl_enable_instructions": MKL_INSTRUCTIONS,
+            "aslr": "disabled" if aslr else "enabled",
+            "torch": info.get("torch", torch.__version__),
+            "torch_git": info.get("torch_git", ""),
+            "torch_build_id": torch_build_id(),
+            "python": info.get("python", platform.python_version()),
+            "python_executable": sys.executable,
+            "host": platform.node(),
+            "warmup": WARMUP,
+            "repeats": REPEATS,
+            "statistic": "median of repeats, per execution",
+            "jobs": jobs,
+            "preparation_seconds": round(prep_seconds, 1),
+        }
+        counts = {cases[i].key: batch.results[i] for i in range(len(cases))}
+        return BatchResult(counts, metadata, time.monotonic() - start)
+    finally:
+        if not keep_files:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+# =============================================================================
+# asv
+# =============================================================================
+
+
+def suite_timeout(n_cases: int) -> float:
+    """asv's limit for the one batch: C++ compile of a cold cache plus a generous
+    10 s per case (the standard suite needs about 1 s per case per core)."""
+    return 1200.0 + 10.0 * n_cases
+
+
+class InstructionCountMetric:
+    """asv ``track_instructions`` (unit "instructions", per execution) for every case.
+
+    All these benchmarks share one ``setup_cache``: a single batch counts every
+    case of the suite once per commit and environment, and stores the
+    function-level profiles beside asv's results (`benchkit.profiles`). Each
+    benchmark then only looks its case up. Without valgrind the batch reports
+    why and every instruction benchmark is skipped; wall-time benchmarks are
+    unaffected.
+    """
+
+    method_name = "track_instructions"
+
+    def __init__(self, cases: Sequence[Case]) -> None:
+        suite = tuple(cases)
+
+        def count_instructions() -> dict[str, Any]:
+            return _asv_batch(suite)
+
+        count_instructions.timeout = suite_timeout(len(suite))  # type: ignore[attr-defined]
+        self._setup_cache = count_instructions
+
+    def make_method(self, case: Case) -> Callable[..., Any]:
+        key = case.key
+
+        def track_instructions(self: Any, batch: dict[str, Any]) -> float:
+            from asv_runner.benchmarks.mark import SkipNotImplemented
+
+            if batch.get("unavailable"):
+                raise SkipNotImplemented(batch["unavailable"])
+            entry = batch["counts"].get(key)
+            if entry is None:
+                raise RuntimeError(f"{key}: not in this commit's instruction-count batch")
+            if entry["status"] == "skipped":
+                raise SkipNotImplemented(entry["error"])
+            if entry["status"] != "ok":
+                raise RuntimeError(f"{key}: {entry['error']}")
+            return float(entry["instructions"])
+
+        track_instructions.setup_cache = self._setup_cache  # type: ignore[attr-defined]
+        track_instructions.unit = "instructions"  # type: ignore[attr-defined]
+        track_instructions.timeout = 60  # type: ignore[attr-defined]
+        return track_instructions
+
+
+def _asv_batch(cases: Sequence[Case]) -> dict[str, Any]:
+    try:
+        result = collect(cases, progress=lambda message: print(message, flush=True))
+    except ValgrindUnavailable as e:
+        message = f"instruction counts unavailable: {e}"
+        print(message, file=sys.stderr, flush=True)
+        return {"unavailable": message}
+    from benchkit.profiles import save_asv_profile
+
+    try:
+        path = save_asv_profile(result)
+        print(f"profiles saved to {path}", flush=True)
+    except Exception as e:  # counts are still valid without their profiles
+        print(f"profiles not saved: {e}", file=sys.stderr, flush=True)
+    return {
+        "counts": {key: count.summary() for key, count in result.counts.items()},
+        "metadata": result.metadata,
+    }
+
+
+# =============================================================================
+# CLI: benchkit counts
+# =============================================================================
+
+
+def counts_json(result: BatchResult) -> dict[str, Any]:
+    """``{case key: {"instructions": N, ...}}`` with the batch's CPU capability on each."""
+    capability = result.metadata.get("cpu_capability_under_valgrind")
+    return {
+        key: {**count.summary(), "cpu_capability": capability} for key, count in result.counts.items()
+    }
+
+
+def _cmd_counts(args: argparse.Namespace) -> int:
+    from benchkit.definitions import load_cases
+    from benchkit.errors import UserError
+    from benchkit.expand import select
+    from benchkit.util import atomic_write_json
+
+    cases = select(load_cases(args.definitions), args.filter)
+    if not cases:
+        raise UserError(f"no case matches --filter {args.filter!r}")
+    try:
+        result = collect(cases, jobs=args.jobs, case_timeout=args.case_timeout, keep_files=args.keep_files)
+    except ValgrindUnavailable as e:
+        raise UserError(str(e)) from None
+    failed = [c for c in result.counts.values() if c.status == "failed"]
+    meta = result.metadata
+    print(
+        f"{len(result.counts) - len(failed)}/{len(result.counts)} case(s) counted in {result.seconds:.0f}s "
+        f"({meta['valgrind']}, CPU capability under valgrind: {meta['cpu_capability_under_valgrind']}, "
+        f"native: {meta['cpu_capability_native']}, ASLR {meta['aslr']})",
+        file=sys.stderr,
+    )
+    width = max(len(k) for k in result.counts)
+    for key, count in result.counts.items():
+        value = f"{count.instructions:>14,.1f}" if count.status == "ok" else f"{count.status:>14}"
+        print(f"{key:<{width}}  {value}")
+    if args.json:
+        atomic_write_json(args.json, counts_json(result))
+    if args.profile:
+        from benchkit.profiles import save_profile
+
+        save_profile(args.profile, result)
+    return 1 if failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "counts",
+        help="Callgrind instruction counts of cases (outside asv)",
+        description="Count instructions per statement execution under Callgrind, in batches.",
+    )
+    parser.add_argument(
+        "--definitions",
+        action="append",
+        metavar="PATH",
+        help="benchmark definitions module (repeatable; default: BENCHKIT_DEFINITIONS)",
+    )
+    parser.add_argument("--filter", metavar="REGEX", help="only cases whose key matches")
+    parser.add_argument("--json", type=Path, metavar="OUT", help='write {case: {"instructions": N, ...}}')
+    parser.add_argument(
+        "--profile", type=Path, metavar="OUT", help="also save function-level profiles (.json.gz)"
+    )
+    parser.add_argument("--jobs", type=int, help="valgrind workers (default: one per core)")
+    parser.add_argument(
+        "--case-timeout", type=float, default=DEFAULT_CASE_TIMEOUT, help="seconds per case (default 300)"
+    )
+    parser.add_argument("--keep-files", action="store_true", help="keep callgrind dumps and worker logs")
+    parser.set_defaults(func=_cmd_counts)
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == _TEMPLATE_FLAG:
+    _template_main(Path(sys.argv[2]), sys.argv[3])
