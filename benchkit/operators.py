@@ -20,6 +20,7 @@ This module imports torch lazily: asv and ``benchkit --help`` import it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import csv
 import functools
@@ -28,6 +29,7 @@ import io
 import itertools
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,9 +49,13 @@ from benchkit.opinputs import (
     load_logs,
     materialize,
 )
-from benchkit.util import atomic_write_text, cache_dir, torch_build_id
+from benchkit.util import atomic_write_json, atomic_write_text, cache_dir, torch_build_id
 
 QUANTILES = (0.2, 0.5, 0.8)
+# Timing rounds per input; the fastest round per model is kept. 30 rounds of
+# 20 ms keep the default set's median speedups within a few percent from run
+# to run on a busy 2-core machine (scripts/bench_operators.py measures this).
+DEFAULT_ROUNDS = 30
 
 # The operator set measured per commit (asv) and by `--suite default`: ops from
 # the bundled model logs that inductor generates code for (no fallbacks, no
@@ -136,6 +142,16 @@ def rank_inputs(items: Sequence[OperatorInput]) -> list[OperatorInput]:
         return sum(math.prod(t.shape) for t in item.tensors)
 
     return sorted(items, key=lambda item: (-item.count, -elements(item)))
+
+
+def input_labels(items: Sequence[OperatorInput]) -> list[str]:
+    """Readable, unique labels (asv parameter values): the input's label, numbered if repeated."""
+    labels: list[str] = []
+    for item in items:
+        label = item.label
+        count = sum(1 for existing in labels if existing == label or existing.startswith(f"{label} #"))
+        labels.append(label if count == 0 else f"{label} #{count + 1}")
+    return labels
 
 
 def bundled_logs() -> list[Path]:
@@ -264,11 +280,11 @@ class Backend:
 class MeasureOptions:
     device: str = "cpu"
     dtype: str = "float32"  # or "recorded": keep the logged dtypes
-    repeats: int = 5
+    repeats: int = DEFAULT_ROUNDS
     accuracy_checking: bool = False
     channels_last: bool = False
     backends: tuple[Backend, ...] = (Backend("inductor"),)
-    sample_window_s: float = 0.01
+    sample_window_s: float = 0.02
     profile: bool = False
     threads: int = 1
 
@@ -322,6 +338,7 @@ def configure_inductor_cache(*, cold: bool = False) -> Path:
     """
     if cold:
         path = Path(tempfile.mkdtemp(prefix="benchkit-inductor-cold-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
         return path
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
@@ -642,6 +659,110 @@ def measure_operator(
         return reason, [], 0.0
     results = measure_inputs([(operator, item) for item in items], options, progress=progress)
     return None, results, time.perf_counter() - started
+
+
+def warm_up_compiler(options: MeasureOptions) -> float:
+    """Compile one tiny graph so per-input compile times exclude once-per-process setup.
+
+    The first compile in a process also loads inductor's modules and probes
+    the C++ toolchain; charging that to whichever operator comes first would
+    make its compile time meaningless. Returns the seconds it took.
+    """
+    import torch
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.utils import gen_gm_and_inputs
+
+    started = time.perf_counter()
+    example = torch.ones(8, device=options.device)
+    gm, gm_args = gen_gm_and_inputs(torch.ops.aten.mul.Tensor, (example, example), {})
+    compile_fx(gm, gm_args)(*gm_args)
+    return time.perf_counter() - started
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    """Everything one measurement of a suite produced, per operator."""
+
+    skipped: dict[str, str]  # operator -> reason
+    results: dict[str, list[InputMeasurement]]
+    warm_up_s: float
+    elapsed_s: float
+
+
+def measure_suite(
+    workload: Workload, options: MeasureOptions, *, progress: Progress | None = None
+) -> SuiteResult:
+    """Measure every operator of ``workload`` with rounds spread across *all* its inputs.
+
+    This is what asv records per commit: compile everything, then time all
+    inputs of all operators in interleaved rounds (see `measure_inputs`).
+    """
+    import torch
+
+    started = time.perf_counter()
+    torch.set_num_threads(options.threads)
+    warm_up_s = warm_up_compiler(options)
+    skipped: dict[str, str] = {}
+    pairs: list[tuple[Any, OperatorInput]] = []
+    for name in workload.operators:
+        operator = resolve_operator(name)
+        reason = skip_reason(operator)
+        if reason is None:
+            pairs.extend((operator, item) for item in workload.inputs(name))
+        else:
+            skipped[name] = reason
+    if progress:
+        progress.total = len(pairs)
+    results: dict[str, list[InputMeasurement]] = {}
+    for measurement in measure_inputs(pairs, options, progress=progress):
+        results.setdefault(measurement.operator, []).append(measurement)
+    return SuiteResult(skipped, results, warm_up_s, time.perf_counter() - started)
+
+
+def measure_default_set_for_asv() -> dict[str, Any]:
+    """The asv ``setup_cache`` body: measure the default set once, as plain picklable data.
+
+    ``BENCHKIT_INDUCTOR_COLD=1`` compiles into a fresh empty inductor cache
+    (honest compile times); otherwise the per-torch-build cache is used, so
+    only the first run for a commit compiles. ``BENCHKIT_OPERATOR_ROUNDS``
+    overrides the number of timing rounds; ``BENCHKIT_OPERATORS_JSON`` names a
+    file that also receives the measurements (scripts/bench_operators.py
+    compares runs with it).
+    """
+    cold = os.environ.get("BENCHKIT_INDUCTOR_COLD", "") not in ("", "0")
+    cache = configure_inductor_cache(cold=cold)
+    rounds = int(os.environ.get("BENCHKIT_OPERATOR_ROUNDS") or DEFAULT_ROUNDS)
+    options = MeasureOptions(repeats=rounds)
+    workload = load_suite("default")
+    suite = measure_suite(workload, options, progress=Progress(0))
+    data: dict[str, Any] = {
+        "inductor_cache": str(cache),
+        "cold": cold,
+        "warm_up_s": suite.warm_up_s,
+        "elapsed_s": suite.elapsed_s,
+        "operators": {},
+    }
+    for name in workload.operators:
+        if name in suite.skipped:
+            data["operators"][name] = {"skip": suite.skipped[name]}
+            continue
+        items = workload.inputs(name)
+        measurements = suite.results.get(name, [])
+        assert [m.location for m in measurements] == [i.location for i in items]
+        data["operators"][name] = {
+            "inputs": {
+                label: {
+                    "eager_s": m.eager_s,
+                    "compiled_s": m.compiled_s[0] if m.compiled_s else math.nan,
+                    "compile_s": m.compile_s[0] if m.compile_s else math.nan,
+                    "error": m.error,
+                }
+                for label, m in zip(input_labels(items), measurements, strict=True)
+            }
+        }
+    if os.environ.get("BENCHKIT_OPERATORS_JSON"):
+        atomic_write_json(os.environ["BENCHKIT_OPERATORS_JSON"], data)
+    return data
 
 
 def _profiler(

@@ -1,0 +1,91 @@
+"""TorchInductor operator speedups as asv history (see docs/operators.md).
+
+One class per operator of the default set (``benchkit.operators.DEFAULT_OPERATORS``),
+parameterized by the operator's inputs from the bundled model logs:
+
+* ``track_compiled_over_eager``: compiled time / eager time. Lower is better
+  (asv's convention): 0.5 means the inductor kernel takes half the eager time.
+* ``track_eager_seconds`` / ``track_compiled_seconds``: seconds per call.
+* ``track_compile_seconds``: seconds ``compile_fx`` took for this input
+  (a cache hit when the inductor cache is warm; see below).
+
+All classes share one ``setup_cache``: asv runs it once per environment (one
+torch build, i.e. one commit) and hands its result to every benchmark as the
+first argument. It compiles every input (outside all timing) and times all of
+them in interleaved rounds, so the per-benchmark methods only look numbers up.
+Compiled kernels go to benchkit's inductor cache for the torch build, so
+re-measuring a commit does not recompile. For honest compile times from a
+fully cold start set ``BENCHKIT_INDUCTOR_COLD=1`` (a fresh, empty inductor
+cache for that run). ``BENCHKIT_OPERATOR_ROUNDS`` changes the timing rounds.
+
+Importing this module parses the small bundled logs and nothing else.
+"""
+
+from typing import Any, ClassVar
+
+from benchkit import operators as _operators
+
+_WORKLOAD = _operators.load_suite("default")
+
+
+class _OperatorBenchmark:
+    """Base of the per-operator classes; ``operator`` and ``params`` are set per subclass."""
+
+    operator = ""
+    param_names: ClassVar[list[str]] = ["input"]
+    params: ClassVar[list[list[str]]] = [[]]
+    timeout = 60.0
+
+    def setup_cache(self) -> dict[str, Any]:
+        return _operators.measure_default_set_for_asv()
+
+    # Compiling and timing the whole default set happens once, here; cold it takes minutes.
+    setup_cache.timeout = 1800  # type: ignore[attr-defined]
+
+    def setup(self, cache: dict[str, Any], label: str) -> None:
+        entry = cache["operators"][self.operator]
+        if "skip" in entry:
+            raise NotImplementedError(f"{self.operator}: {entry['skip']}")  # asv records a skip
+        result = entry["inputs"].get(label)
+        if result is None:
+            raise NotImplementedError(f"{self.operator}: input not measured in this run")
+        if result["error"]:
+            raise RuntimeError(f"{self.operator} [{label}]: {result['error']}")  # asv records a failure
+        self.result = result
+
+    def track_compiled_over_eager(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["compiled_s"] / self.result["eager_s"]
+
+    track_compiled_over_eager.unit = "compiled/eager time (lower is better)"  # type: ignore[attr-defined]
+
+    def track_eager_seconds(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["eager_s"]
+
+    track_eager_seconds.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_compiled_seconds(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["compiled_s"]
+
+    track_compiled_seconds.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_compile_seconds(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["compile_s"]
+
+    track_compile_seconds.unit = "seconds"  # type: ignore[attr-defined]
+
+
+def _class_name(operator: str) -> str:
+    # asv names benchmarks module.Class.method, so the class name cannot contain dots.
+    return operator.replace(".", "_")
+
+
+for _name in _WORKLOAD.operators:
+    globals()[_class_name(_name)] = type(
+        _class_name(_name),
+        (_OperatorBenchmark,),
+        {
+            "operator": _name,
+            "params": [_operators.input_labels(_WORKLOAD.inputs(_name))],
+            "__doc__": f"TorchInductor vs eager for {_name} on the bundled model inputs.",
+        },
+    )
