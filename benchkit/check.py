@@ -66,7 +66,11 @@ class CheckConfig:
             return self
         if factor < 1:
             raise UserError(f"--factor {factor}: must be at least 1 (1.10 means 10% slower)")
-        return dataclasses.replace(self, thresholds={**self.thresholds, "wall_time": factor - 1})
+        return dataclasses.replace(
+            self,
+            thresholds={**self.thresholds, "wall_time": factor - 1},
+            source=f"{self.source}, wall-time factor {factor:g} from --factor",
+        )
 
     def rule_for(self, name: str, default_metric: str) -> tuple[str, float, Override | None]:
         """(metric, relative threshold, override that applied) for one benchmark."""
@@ -404,7 +408,7 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _table(rows: Sequence[Comparison], with_ratio: bool = True) -> list[str]:
+def _table(rows: Sequence[Comparison], with_ratio: bool = True, show_env: bool = False) -> list[str]:
     lines = [
         "| Benchmark | Metric | Before | After | Change | Threshold | Note |",
         "|---|---|---|---|---|---|---|",
@@ -415,7 +419,7 @@ def _table(rows: Sequence[Comparison], with_ratio: bool = True) -> list[str]:
             f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if (ratio is not None and with_ratio) else c.status
         )
         cells = [
-            f"`{c.name}`" + (f" [{c.env}]" if c.env else ""),
+            f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
             _METRIC_LABELS[c.metric],
             _fmt_value(c.before, c.unit),
             _fmt_value(c.after, c.unit),
@@ -458,8 +462,10 @@ def render(
     improvements.sort(key=lambda c: c.ratio or 0)
     lines = [f"### benchkit check: {base_label} → {head_label}", ""]
     verdict = "❌ regression" if (regressions or new_failures) else "✅ no regression"
+    envs = sorted({c.env for c in comparisons})
+    where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
     lines.append(
-        f"{verdict} on machine `{machine}`: **{len(regressions)} regression(s)**, "
+        f"{verdict} on {where}: **{len(regressions)} regression(s)**, "
         f"{len(new_failures)} new failure(s), {len(improvements)} improvement(s), "
         f"{count('still failing')} failing on both, {count('unchanged')} unchanged, "
         f"{len(not_compared)} not compared. Thresholds: {config.source}."
@@ -474,7 +480,7 @@ def render(
         sections.append(("Unchanged", by_status.get("unchanged", [])))
     for title, rows in sections:
         if rows:
-            lines += ["", f"#### {title}", "", *_table(rows, with_ratio=title != "Failures")]
+            lines += ["", f"#### {title}", "", *_table(rows, title != "Failures", show_env=len(envs) > 1)]
     exit_code = 1 if (regressions or new_failures) else 0
     return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons))
 

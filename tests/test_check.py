@@ -312,3 +312,11 @@ def test_cli_exit_codes_and_markdown_file(project: Project) -> None:
     missing = run(BASE[:8], "cccc")
     assert missing.returncode == 2
     assert missing.stderr.startswith("benchkit check: error: 'cccc' is neither a name") and not missing.stdout
+
+
+def test_repository_config_is_valid_and_applies() -> None:
+    config = check.load_check_config(REPO_ROOT / "benchkit-check.toml")
+    assert config.thresholds == check.DEFAULT_THRESHOLDS
+    metric, threshold, override = config.rule_for("operators.AtenAdd.track_compile_seconds(x)", "wall_time")
+    assert (metric, threshold) == ("wall_time", 0.5) and override is not None
+    assert config.rule_for("instruction_counts.X.track_instructions", "instructions")[1:] == (0.005, None)
