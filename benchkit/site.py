@@ -1,0 +1,1022 @@
+"""`benchkit publish`: asv's site plus pages that explain the history.
+
+``asv publish`` answers *did anything get slower* with one graph per
+benchmark. benchkit adds, into the same ``html/`` folder:
+
+* ``changes.html``: for every consecutive pair of measured commits on each
+  branch (and machine), the benchmarks that changed beyond their threshold,
+  grouped by metric. Thresholds and the comparison itself are `benchkit.check`'s,
+  so the site and the regression gate never disagree about what changed.
+  Each build's upstream PyTorch commit (``git_version``) is shown and linked.
+* ``why.html`` and ``why/*.html``: for every instruction-count change, where
+  the instructions went -- the function-level Callgrind diff between the two
+  commits (`benchkit.profiles`), grouped into ATen/c10, the Python interpreter,
+  the allocator, torch's bindings/autograd and everything else.
+* ``operators.html``: per commit, operatorbench's table (20/50/80th percentile
+  speedups, eager and compiled time, compile time), sortable, with each
+  operator's median speedup over history as an inline SVG plot.
+
+Everything is static: data is written into the pages (no XHR), so they open
+from ``file://`` as well as from any static server, and the third-party
+scripts asv's ``index.html`` takes from CDNs are pointed at local copies
+(``benchkit/site_assets/vendor``), so the site fetches nothing from the network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import html
+import importlib
+import itertools
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchkit import check
+from benchkit.errors import UserError
+from benchkit.util import atomic_write_text, content_key
+
+ASSETS_DIR = Path(__file__).with_name("site_assets")
+VENDOR_DIR = ASSETS_DIR / "vendor"
+UPSTREAM_COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{}"
+# benchkit.build_torch.BUILD_FILE; not imported from there to keep publishing light.
+BUILD_FILE = "benchkit-build.json"
+
+# Our pages, in nav order: (file, label). asv's own page is index.html.
+PAGES = (("changes.html", "Changes"), ("why.html", "Why"), ("operators.html", "Operators"))
+CHANGED_STATUSES = ("regression", "new failure", "improvement", "fixed")
+METRIC_HEADINGS = {
+    "instructions": "Instruction counts",
+    "wall_time": "Wall time",
+    "ratio": "Operator ratios and other tracked values",
+}
+# Which asv CDN file each local copy replaces, by the URL's last path component.
+VENDORED = {
+    "jquery-3.3.1.min.js": "jquery-3.3.1.min.js",
+    "jquery.flot.min.js": "jquery.flot.js",
+    "jquery.flot.time.min.js": "jquery.flot.time.js",
+    "jquery.flot.selection.min.js": "jquery.flot.selection.js",
+    "jquery.flot.categories.min.js": "jquery.flot.categories.js",
+    "jquery.flot.orderBars.js": "jquery.flot.orderBars.js",
+    "stupidtable.min.js": "stupidtable.min.js",
+    "md5.min.js": "md5.min.js",
+    "bootstrap.min.js": "bootstrap.min.js",
+    "bootstrap.min.css": "css/bootstrap.min.css",
+}
+OPERATOR_MODULE = "operators"
+OPERATOR_METRICS = {
+    "track_compiled_over_eager": "ratio",
+    "track_eager_seconds": "eager_s",
+    "track_compiled_seconds": "compiled_s",
+    "track_compile_seconds": "compile_s",
+}
+TOP_FUNCTIONS = 12  # per group and direction on a why page
+
+
+def _log(message: str) -> None:
+    print(f"benchkit publish: {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ the data
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One measured commit of the history and the torch build it stands for."""
+
+    commit: str
+    revision: int
+    date: int  # unix seconds (commit date = build date in a wheel history)
+    torch_version: str | None
+    git_version: str | None  # upstream PyTorch commit
+    tags: tuple[str, ...] = ()
+
+    @property
+    def short(self) -> str:
+        return self.commit[:8]
+
+    @property
+    def label(self) -> str:
+        name = self.tags[0] if self.tags else self.short
+        return f"{name} (torch {self.torch_version})" if self.torch_version else name
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkInfo:
+    key: str  # asv benchmark name without parameters
+    params: tuple[str, ...]  # one value per parameter, as asv stores it (repr)
+    param_names: tuple[str, ...]
+    pretty: str
+    unit: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairChanges:
+    machine: str
+    branch: str
+    base: Build
+    head: Build
+    changes: tuple[check.Comparison, ...]  # beyond threshold, sorted within each metric
+    compared: int  # benchmarks compared (changed or not)
+
+    @property
+    def anchor(self) -> str:
+        return _slug(f"pair-{self.machine}-{self.branch}-{self.base.short}-{self.head.short}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionDelta:
+    """Instructions of one function in the base and head profiles."""
+
+    function: str
+    before: int
+    after: int
+
+    @property
+    def delta(self) -> int:
+        return self.after - self.before
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteData:
+    conf: Any
+    machines: tuple[str, ...]
+    builds: Mapping[str, Build]  # commit -> build, every commit with results
+    results: Mapping[tuple[str, str], check.ResultSet]  # (machine, commit) -> results
+    branch_commits: Mapping[tuple[str, str], tuple[str, ...]]  # (machine, branch) -> measured, oldest first
+    benchmarks: Mapping[str, BenchmarkInfo]  # unrolled name -> info
+    config: check.CheckConfig
+    env_count: int
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def _unquote(value: str) -> str:
+    """asv keeps parameter values as their repr; show strings without the quotes."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _benchmark_infos(conf: Any) -> dict[str, BenchmarkInfo]:
+    from asv import util as asv_util
+    from asv.benchmarks import Benchmarks
+
+    try:
+        benchmarks = Benchmarks.load(conf)
+    except asv_util.UserError:
+        return {}
+    infos: dict[str, BenchmarkInfo] = {}
+    for key, info in benchmarks.items():
+        params = [list(map(str, p)) for p in info.get("params") or []]
+        param_names = tuple(info.get("param_names") or ())
+        pretty = info.get("pretty_name") or key
+        for name, combo in check._unrolled(key, params, _combos(params)):
+            label = pretty if not combo else f"{pretty} ({', '.join(_unquote(v) for v in combo)})"
+            infos[name] = BenchmarkInfo(key, tuple(combo or ()), param_names, label, info.get("unit"))
+    return infos
+
+
+def _combos(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    return list(itertools.product(*params))
+
+
+def _git_objects(git_dir: str, specs: Sequence[str]) -> dict[str, bytes | None]:
+    """Contents of many git objects through one `git cat-file --batch`."""
+    if not specs:
+        return {}
+    proc = subprocess.run(
+        ["git", "-C", git_dir, "cat-file", "--batch"],
+        input="".join(f"{s}\n" for s in specs).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise UserError(f"git cat-file in {git_dir} failed: {proc.stderr.decode().strip()}")
+    out, pos, objects = proc.stdout, 0, {}
+    for spec in specs:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if header[-1] == b"missing" or len(header) != 3:
+            objects[spec] = None
+            continue
+        size = int(header[2])
+        objects[spec] = out[pos : pos + size]
+        pos += size + 1
+    return objects
+
+
+def _read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
+    """Build facts for `commits`: date, and for a wheel history its torch version and git_version.
+
+    A commit without a build record is an upstream PyTorch commit (a source
+    clone as asv's repo), so it is its own git_version.
+    """
+    import json
+
+    commits = sorted(set(commits))
+    revisions = repo.get_revisions(set(commits))
+    tags: dict[str, list[str]] = {}
+    for tag, commit in repo.get_tags().items():
+        tags.setdefault(commit, []).append(tag)
+    git_dir = getattr(repo, "_path", None)
+    objects = _git_objects(git_dir, [*commits, *(f"{c}:{BUILD_FILE}" for c in commits)]) if git_dir else {}
+    builds = {}
+    for commit in commits:
+        raw_commit = objects.get(commit) or b""
+        match = re.search(rb"^committer .* (\d+) [+-]\d{4}$", raw_commit, re.M)
+        date = int(match.group(1)) if match else int(repo.get_date(commit) // 1000)
+        torch_version, git_version = None, commit
+        record = objects.get(f"{commit}:{BUILD_FILE}")
+        if record:
+            try:
+                data = json.loads(record)
+                torch_version = str(data.get("torch_version")) if data.get("torch_version") else None
+                git_version = str(data.get("git_version") or "") or None
+            except ValueError:
+                _log(f"warning: commit {commit[:8]} has an unreadable {BUILD_FILE}")
+        builds[commit] = Build(
+            commit,
+            revisions.get(commit, -1),
+            date,
+            torch_version,
+            git_version,
+            tuple(sorted(tags.get(commit, []))),
+        )
+    return builds
+
+
+def _check_config(conf_path: Path, config_path: Path | None) -> check.CheckConfig:
+    config_path = config_path or check.find_check_config(conf_path.resolve().parent)
+    if config_path:
+        return check.load_check_config(config_path)
+    return check.parse_check_config({}, "built-in defaults")
+
+
+def _measured_commits(conf: Any, repo: Any, machine: str) -> list[str]:
+    """Full hashes of the commits with results, from the result file names (no file is read)."""
+    from asv import results as asv_results
+
+    prefixes = {
+        name.split("-", 1)[0]
+        for name in os.listdir(os.path.join(conf.results_dir, machine))
+        if name.endswith(".json") and name != "machine.json"
+    }
+    git_dir = getattr(repo, "_path", None)
+    if git_dir:
+        proc = subprocess.run(
+            ["git", "-C", git_dir, "rev-list", "--all"], capture_output=True, text=True, check=False
+        )
+        if proc.returncode == 0:
+            full = {c[:8]: c for c in proc.stdout.split()}
+            if prefixes <= set(full):
+                return sorted(full[p] for p in prefixes)
+    # Commits the history does not hold (or a remote repository): read them from the results.
+    return sorted({r.commit_hash for r in asv_results.iter_results_for_machine(conf.results_dir, machine)})
+
+
+def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData:
+    """Everything the pages show, read through asv's and benchkit.check's APIs."""
+    from asv.repo import get_repo
+
+    conf = check._load_asv_config(conf_path)
+    if not os.path.isdir(conf.results_dir):
+        raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
+    machines = tuple(check._machines(conf.results_dir))
+    repo = get_repo(conf)
+    results: dict[tuple[str, str], check.ResultSet] = {}
+    envs: set[str] = set()
+    for machine in machines:
+        for commit in _measured_commits(conf, repo, machine):
+            result_set = check.load_result_set(conf, commit, machine)
+            results[(machine, commit)] = result_set
+            envs.update(env for _, env in result_set.measurements)
+    builds = _read_builds(repo, {commit for _, commit in results})
+    branch_commits: dict[tuple[str, str], tuple[str, ...]] = {}
+    for branch in conf.branches or [None]:
+        on_branch = set(repo.get_branch_commits(branch))
+        for machine in machines:
+            measured = [c for (m, c) in results if m == machine and c in on_branch]
+            measured.sort(key=lambda c: (builds[c].revision, builds[c].date))
+            branch_commits[(machine, repo.get_branch_name(branch))] = tuple(measured)
+    return SiteData(
+        conf=conf,
+        machines=machines,
+        builds=builds,
+        results=results,
+        branch_commits=branch_commits,
+        benchmarks=_benchmark_infos(conf),
+        config=_check_config(conf_path, config_path),
+        env_count=len(envs),
+    )
+
+
+def pair_changes(data: SiteData) -> list[PairChanges]:
+    """Every consecutive pair on every (machine, branch), judged by `benchkit.check`."""
+    units = {info.key: info.unit for info in data.benchmarks.values()}
+    pairs = []
+    metric_order = {m: i for i, m in enumerate(check.METRICS)}
+    for (machine, branch), commits in data.branch_commits.items():
+        for base, head in itertools.pairwise(commits):
+            comparisons = check.compare(
+                data.results[(machine, base)], data.results[(machine, head)], units, data.config
+            )
+            changed = [c for c in comparisons if c.status in CHANGED_STATUSES]
+            changed.sort(
+                key=lambda c: (
+                    metric_order.get(c.metric, 9),
+                    CHANGED_STATUSES.index(c.status),
+                    -abs(math.log(c.ratio)) if c.ratio else 0.0,
+                    c.name,
+                )
+            )
+            compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
+            pairs.append(
+                PairChanges(machine, branch, data.builds[base], data.builds[head], tuple(changed), compared)
+            )
+    return pairs
+
+
+# ------------------------------------------------------------- the profiles
+
+
+def function_deltas(
+    conf: Any, machine: str, base_commit: str, head_commit: str, benchmark: str
+) -> list[FunctionDelta] | None:
+    """Function-level instruction counts of `benchmark` on two commits, or None without profiles.
+
+    The profiles are the standardized Callgrind counts `benchkit.profiles`
+    stores beside asv's results per commit and case.
+    """
+    try:
+        profiles = importlib.import_module("benchkit.profiles")
+    except ModuleNotFoundError as e:
+        if e.name != "benchkit.profiles":
+            raise
+        return None
+    loader = getattr(profiles, "function_counts_for_site", None)
+    if loader is None:
+        return None
+    counts = [loader(conf, machine, commit, benchmark) for commit in (base_commit, head_commit)]
+    if counts[0] is None or counts[1] is None:
+        return None
+    names = set(counts[0]) | set(counts[1])
+    return [FunctionDelta(n, int(counts[0].get(n, 0)), int(counts[1].get(n, 0))) for n in names]
+
+
+FUNCTION_GROUPS = (
+    ("allocator", re.compile(
+        r"\b(malloc|free|calloc|realloc|cfree|posix_memalign|memalign|aligned_alloc|sysmalloc|"
+        r"_int_malloc|_int_free|_int_realloc|malloc_consolidate|tcache_\w+|arena_\w+|je_\w+|tc_\w+|"
+        r"operator new|operator delete|alloc_cpu|free_cpu|\w*Allocator\w*|PyMem_\w+|PyObject_Malloc|"
+        r"PyObject_Free|_PyObject_Malloc|_PyObject_Free|pymalloc\w*)\b"
+    )),
+    ("Python interpreter", re.compile(
+        r"(\b_?Py[A-Z]\w*|\b_Py\w+|\bceval\b|libpython|/Python/|/Objects/|cpython)"
+    )),
+    ("ATen/c10", re.compile(r"(\bat::|\bc10::|\bcaffe2::|/aten/|/ATen/|/c10/|libc10\b)")),
+    ("torch bindings, autograd, JIT", re.compile(r"(\btorch::|\bpybind11::|\bTHP\w+|libtorch_python)")),
+)  # fmt: skip
+OTHER_GROUP = "other"
+
+
+def function_group(function: str) -> str:
+    """Where a function's instructions belong; the allocator wins over the library it lives in."""
+    for group, pattern in FUNCTION_GROUPS:
+        if pattern.search(function):
+            return group
+    return OTHER_GROUP
+
+
+# ------------------------------------------------------------ the operators
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorRow:
+    operator: str
+    inputs: int
+    failed: int
+    speedups: tuple[float, float, float] | None  # 20/50/80th percentile of eager/compiled
+    eager_s: float | None  # mean per input
+    compiled_s: float | None
+    compile_s: float | None
+
+
+def _operator_names() -> dict[str, str]:
+    """asv class name -> operator name (the class name is the name with dots made underscores)."""
+    try:
+        from benchkit.operators import DEFAULT_OPERATORS
+    except ImportError:
+        return {}
+    return {op.replace(".", "_"): op for op in DEFAULT_OPERATORS}
+
+
+def operator_rows(result_set: check.ResultSet, benchmarks: Mapping[str, BenchmarkInfo]) -> list[OperatorRow]:
+    """operatorbench's summary of one commit from the per-input asv results."""
+    from benchkit.operators import quantiles
+
+    names = _operator_names()
+    values: dict[str, dict[tuple[str, ...], dict[str, float | None]]] = {}
+    for (name, _env), measurement in result_set.measurements.items():
+        info = benchmarks.get(name)
+        key = info.key if info else name.split("(")[0]
+        parts = key.split(".")
+        if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
+            continue
+        operator = names.get(parts[1], parts[1])
+        combo = info.params if info else (name,)
+        value = measurement.value
+        if value is not None and isinstance(value, float) and math.isnan(value):
+            continue  # skipped (e.g. an op inductor falls back on)
+        values.setdefault(operator, {}).setdefault(combo, {})[OPERATOR_METRICS[parts[2]]] = value
+    rows = []
+    for operator, inputs in sorted(values.items()):
+        ok = [v for v in inputs.values() if v.get("ratio") and v.get("eager_s") and v.get("compiled_s")]
+
+        def mean(field: str, ok: list[dict[str, float | None]] = ok) -> float | None:
+            numbers = [float(v[field]) for v in ok if v.get(field) is not None]  # type: ignore[arg-type]
+            return sum(numbers) / len(numbers) if numbers else None
+
+        speedups = quantiles([1 / float(v["ratio"]) for v in ok]) if ok else None  # type: ignore[arg-type]
+        rows.append(
+            OperatorRow(
+                operator,
+                len(inputs),
+                len(inputs) - len(ok),
+                speedups,
+                mean("eager_s"),
+                mean("compiled_s"),
+                mean("compile_s"),
+            )
+        )
+    return rows
+
+
+# ------------------------------------------------------------------ rendering
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _page(title: str, body: str, active: str, depth: int = 0) -> str:
+    up = "../" * depth
+    links = [f'<a href="{up}index.html">Graphs (asv)</a>']
+    for file, label in PAGES:
+        cls = ' class="active"' if file == active else ""
+        links.append(f'<a href="{up}{file}"{cls}>{label}</a>')
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)} · benchkit</title>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'
+        f'<link rel="stylesheet" href="{up}benchkit/site.css">'
+        f'<script src="{up}benchkit/site.js" defer></script></head>\n'
+        f'<body><nav class="bk-nav"><span class="bk-brand">benchkit</span>{"".join(links)}</nav>\n'
+        f"<main>\n<h1>{_e(title)}</h1>\n{body}\n</main></body></html>\n"
+    )
+
+
+def _build_html(build: Build) -> str:
+    parts = [f'<span class="commit" title="{_e(build.commit)}">{_e(build.short)}</span>']
+    if build.tags:
+        parts.append(f'<span class="tag">{_e(", ".join(build.tags))}</span>')
+    if build.torch_version:
+        parts.append(f"torch {_e(build.torch_version)}")
+    if build.git_version:
+        url = UPSTREAM_COMMIT_URL.format(urllib.parse.quote(build.git_version))
+        parts.append(
+            f'git_version <a class="upstream" href="{_e(url)}" title="upstream PyTorch commit">'
+            f"{_e(build.git_version[:12])}</a>"
+        )
+    parts.append(f'<span class="date">{time.strftime("%Y-%m-%d %H:%M", time.gmtime(build.date))} UTC</span>')
+    return " · ".join(parts)
+
+
+def graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, pair: PairChanges) -> str:
+    """asv's URL of a benchmark's graph: ``index.html#<name>?machine=..&p-<param>=..&commits=a-b``."""
+    key = info.key if info else name.split("(")[0]
+    query: list[tuple[str, str]] = [("machine", machine), ("branch", branch)]
+    if info:
+        query += [(f"p-{n}", v) for n, v in zip(info.param_names, info.params, strict=True)]
+    query.append(("commits", f"{pair.base.short}-{pair.head.short}"))
+    encoded = "&".join(f"{urllib.parse.quote(k, safe='')}={urllib.parse.quote(v, safe='')}" for k, v in query)
+    return f"index.html#{urllib.parse.quote(key, safe='')}?{encoded}"
+
+
+def why_file(pair: PairChanges, name: str) -> str:
+    return f"why/{content_key(pair.machine, pair.base.commit, pair.head.commit, name)}.html"
+
+
+def _log_ratio(ratio: float | None) -> str:
+    """Sort key of a ratio: ×2 and ×0.5 are equally far from no change."""
+    return f"{math.log(ratio):.6f}" if ratio else "0"
+
+
+def _fmt_ratio(ratio: float | None) -> str:
+    return "-" if ratio is None else f"×{ratio:.3f} ({(ratio - 1) * 100:+.1f}%)"
+
+
+def _change_row(c: check.Comparison, data: SiteData, pair: PairChanges, why_pages: Mapping[str, str]) -> str:
+    info = data.benchmarks.get(c.name)
+    pretty = info.pretty if info else c.name
+    env = f' <span class="env">[{_e(c.env)}]</span>' if data.env_count > 1 and c.env else ""
+    link = graph_url(info, c.name, pair.machine, pair.branch, pair)
+    why = ""
+    if c.metric == "instructions":
+        page = why_pages.get(c.name)
+        why = f'<a href="{_e(page)}">where?</a>' if page else '<span class="muted">no profiles</span>'
+    ratio = c.ratio
+    return (
+        f'<tr class="{_slug(c.status)}"><td>{_e(c.status)}</td>'
+        f'<td><a href="{_e(link)}" title="{_e(c.name)}">{_e(pretty)}</a>{env}</td>'
+        f'<td class="num">{_e(check._fmt_value(c.before, c.unit))}</td>'
+        f'<td class="num">{_e(check._fmt_value(c.after, c.unit))}</td>'
+        f'<td class="num" data-v="{_log_ratio(ratio)}">{_e(_fmt_ratio(ratio))}</td>'
+        f'<td class="num">{_e(check._fmt_threshold(c))}</td>'
+        f"<td>{why}</td><td>{_e(c.note)}</td></tr>"
+    )
+
+
+def render_changes(
+    data: SiteData, pairs: Sequence[PairChanges], why_pages: Mapping[str, dict[str, str]]
+) -> str:
+    out = [
+        '<p class="lead">Each consecutive pair of measured commits per branch and machine; a benchmark '
+        "is listed when <code>benchkit check</code> would flag it (thresholds: "
+        f"{_e(data.config.source)}). Names link to asv's graph of the benchmark; "
+        "instruction-count changes link to where the instructions went.</p>"
+    ]
+    if not pairs:
+        out.append('<p class="empty">No branch has two measured commits yet: nothing to compare.</p>')
+    groups: dict[tuple[str, str], list[PairChanges]] = {}
+    for pair in pairs:
+        groups.setdefault((pair.machine, pair.branch), []).append(pair)
+    toc = []
+    for (machine, branch), group in groups.items():
+        changed = sum(1 for p in group if p.changes)
+        toc.append(
+            f'<li><a href="#{_slug(f"{machine}-{branch}")}">{_e(branch)} on {_e(machine)}</a>: '
+            f"{len(group)} pair(s), {changed} with changes</li>"
+        )
+    if len(groups) > 1:
+        out.append(f'<ul class="toc">{"".join(toc)}</ul>')
+    for (machine, branch), group in groups.items():
+        heading = f"Branch {_e(branch)} · machine {_e(machine)}"
+        out.append(f'<h2 id="{_slug(f"{machine}-{branch}")}">{heading}</h2>')
+        for pair in reversed(group):  # newest first
+            out.append(_render_pair(data, pair, why_pages.get(pair.anchor, {})))
+    return "\n".join(out)
+
+
+def _render_pair(data: SiteData, pair: PairChanges, why_pages: Mapping[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for c in pair.changes:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    summary = ", ".join(f"{n} {s}{'s' if n > 1 and s != 'fixed' else ''}" for s, n in counts.items())
+    ops = f"operators.html#{_slug(f'ops-{pair.machine}-{pair.head.short}')}"
+    lines = [
+        f'<section class="pair" id="{pair.anchor}">',
+        f'<h3><a href="#{pair.anchor}">{_e(pair.base.label)} → {_e(pair.head.label)}</a></h3>',
+        f'<div class="builds"><div>base: {_build_html(pair.base)}</div>'
+        f"<div>head: {_build_html(pair.head)}</div></div>",
+        f'<p class="counts">{_e(summary or "no change beyond thresholds")} '
+        f'<span class="muted">({pair.compared} compared · <a href="{ops}">operators at head</a>)</span></p>',
+    ]
+    by_metric: dict[str, list[check.Comparison]] = {}
+    for c in pair.changes:
+        by_metric.setdefault(c.metric, []).append(c)
+    for metric, rows in by_metric.items():
+        lines.append(f"<h4>{_e(METRIC_HEADINGS.get(metric, metric))} ({len(rows)})</h4>")
+        lines.append(
+            '<table class="sortable changes"><thead><tr><th>status</th><th>benchmark</th>'
+            '<th class="num">before</th><th class="num">after</th><th class="num">ratio</th>'
+            '<th class="num">threshold</th><th>why</th><th>note</th></tr></thead><tbody>'
+        )
+        lines.extend(_change_row(c, data, pair, why_pages) for c in rows)
+        lines.append("</tbody></table>")
+    lines.append("</section>")
+    return "\n".join(lines)
+
+
+def _fmt_count(n: int) -> str:
+    return f"{n:+,}" if n else "0"
+
+
+def render_why(
+    data: SiteData, pair: PairChanges, c: check.Comparison, deltas: Sequence[FunctionDelta]
+) -> str:
+    info = data.benchmarks.get(c.name)
+    pretty = info.pretty if info else c.name
+    total_before = sum(d.before for d in deltas)
+    total_after = sum(d.after for d in deltas)
+    by_group: dict[str, list[FunctionDelta]] = {}
+    for d in deltas:
+        if d.delta:
+            by_group.setdefault(function_group(d.function), []).append(d)
+    order = [g for g, _ in FUNCTION_GROUPS] + [OTHER_GROUP]
+    graph = graph_url(info, c.name, pair.machine, pair.branch, pair)
+    out = [
+        f'<p class="lead"><a href="../{_e(graph)}">{_e(pretty)}</a> on machine {_e(pair.machine)}, '
+        f"branch {_e(pair.branch)}: {_e(check._fmt_value(c.before, c.unit))} → "
+        f"{_e(check._fmt_value(c.after, c.unit))} instructions, {_e(_fmt_ratio(c.ratio))}. "
+        f'<a href="../changes.html#{pair.anchor}">All changes of this pair</a>.</p>',
+        f'<div class="builds"><div>base: {_build_html(pair.base)}</div>'
+        f"<div>head: {_build_html(pair.head)}</div></div>",
+        f"<p>Profiled functions total {total_before:,} → {total_after:,} "
+        f"({_fmt_count(total_after - total_before)}).</p>",
+        '<table class="groups"><thead><tr><th>group</th><th class="num">before</th>'
+        '<th class="num">after</th><th class="num">change</th><th>share of the change</th>'
+        "</tr></thead><tbody>",
+    ]
+    net = total_after - total_before
+    scale = max((abs(sum(x.delta for x in by_group.get(g, []))) for g in order), default=0) or 1
+    for group in order:
+        members = [d for d in deltas if function_group(d.function) == group]
+        before, after = sum(d.before for d in members), sum(d.after for d in members)
+        width = 100 * abs(after - before) / scale
+        share = f"{(after - before) / net * 100:.0f}% of net" if net else ""
+        cls = "up" if after > before else "down"
+        out.append(
+            f'<tr><td><a href="#{_slug(group)}">{_e(group)}</a></td><td class="num">{before:,}</td>'
+            f'<td class="num">{after:,}</td><td class="num {cls}">{_fmt_count(after - before)}</td>'
+            f'<td><span class="bar {cls}" style="width:{width:.0f}%"></span> {_e(share)}</td></tr>'
+        )
+    out.append("</tbody></table>")
+    for group in order:
+        members = by_group.get(group, [])
+        out.append(f'<h2 id="{_slug(group)}">{_e(group)}</h2>')
+        if not members:
+            out.append('<p class="muted">no change</p>')
+            continue
+        up = sorted((d for d in members if d.delta > 0), key=lambda d: -d.delta)[:TOP_FUNCTIONS]
+        down = sorted((d for d in members if d.delta < 0), key=lambda d: d.delta)[:TOP_FUNCTIONS]
+        for title, rows in (("more instructions", up), ("fewer instructions", down)):
+            if not rows:
+                continue
+            out.append(
+                f'<h3>{title}</h3><table class="sortable functions"><thead><tr><th>function</th>'
+                '<th class="num">before</th><th class="num">after</th><th class="num">change</th>'
+                "</tr></thead><tbody>"
+            )
+            for d in rows:
+                out.append(
+                    f'<tr><td class="fn">{_e(d.function)}</td><td class="num">{d.before:,}</td>'
+                    f'<td class="num">{d.after:,}</td>'
+                    f'<td class="num {"up" if d.delta > 0 else "down"}" data-v="{d.delta}">'
+                    f"{_fmt_count(d.delta)}</td></tr>"
+                )
+            out.append("</tbody></table>")
+    return _page(f"Why: {pretty}", "\n".join(out), "why.html", depth=1)
+
+
+def render_why_index(
+    data: SiteData, pairs: Sequence[PairChanges], why_pages: Mapping[str, dict[str, str]]
+) -> str:
+    rows = []
+    missing = 0
+    for pair in reversed(pairs):
+        for c in pair.changes:
+            if c.metric != "instructions":
+                continue
+            info = data.benchmarks.get(c.name)
+            page = why_pages.get(pair.anchor, {}).get(c.name)
+            missing += page is None
+            target = '<span class="muted">no profiles</span>'
+            if page:
+                target = f'<a href="{_e(page)}">function diff</a>'
+            rows.append(
+                f'<tr class="{_slug(c.status)}"><td>{_e(pair.machine)} / {_e(pair.branch)}</td>'
+                f'<td><a href="changes.html#{pair.anchor}">'
+                f"{_e(pair.base.short)} → {_e(pair.head.short)}</a></td>"
+                f"<td>{_e(info.pretty if info else c.name)}</td>"
+                f'<td class="num" data-v="{_log_ratio(c.ratio)}">{_e(_fmt_ratio(c.ratio))}</td>'
+                f"<td>{target}</td></tr>"
+            )
+    body = [
+        '<p class="lead">Every instruction-count change beyond its threshold, with the function-level '
+        "Callgrind diff between the two commits, grouped into ATen/c10, the Python interpreter, the "
+        "allocator, torch's bindings/autograd and the rest.</p>"
+    ]
+    if missing:
+        body.append(
+            f'<p class="note">{missing} change(s) have no stored profiles for both commits; '
+            "record them with the instruction-count run (see docs/site.md).</p>"
+        )
+    if rows:
+        body.append(
+            '<table class="sortable"><thead><tr><th>machine / branch</th><th>commits</th>'
+            '<th>benchmark</th><th class="num">ratio</th><th>where</th></tr></thead><tbody>'
+            + "\n".join(rows)
+            + "</tbody></table>"
+        )
+    else:
+        body.append('<p class="empty">No instruction-count change beyond its threshold.</p>')
+    return _page("Why did instruction counts change?", "\n".join(body), "why.html")
+
+
+def _sparkline_symbol(
+    symbol_id: str, points: Sequence[tuple[Build, float]]
+) -> tuple[str, dict[str, tuple[float, float]]]:
+    """An SVG symbol of median speedup per commit, and each commit's point (for the marker)."""
+    width, height, pad = 160.0, 36.0, 4.0
+    values = [v for _, v in points]
+    low, high = min([*values, 1.0]), max([*values, 1.0])
+    span = (high - low) or 1.0
+    step = (width - 2 * pad) / max(len(points) - 1, 1)
+    coords: dict[str, tuple[float, float]] = {}
+    for i, (build, value) in enumerate(points):
+        coords[build.commit] = (pad + i * step, height - pad - (value - low) / span * (height - 2 * pad))
+    parity = height - pad - (1.0 - low) / span * (height - 2 * pad)
+    poly = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords.values())
+    dots = "".join(
+        f'<circle cx="{coords[b.commit][0]:.1f}" cy="{coords[b.commit][1]:.1f}" r="1.8">'
+        f"<title>{_e(b.label)}: {v:.2f}×</title></circle>"
+        for b, v in points
+    )
+    svg = (
+        f'<symbol id="{symbol_id}" viewBox="0 0 {width:.0f} {height:.0f}">'
+        f'<line class="parity" x1="0" x2="{width:.0f}" y1="{parity:.1f}" y2="{parity:.1f}"/>'
+        f'<polyline points="{poly}"/>{dots}</symbol>'
+    )
+    return svg, coords
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    from asv import util as asv_util
+
+    return str(asv_util.human_value(value, "seconds"))
+
+
+def render_operators(data: SiteData) -> str:
+    sections, symbols, options = [], [], []
+    for machine in data.machines:
+        commits = _history_commits(data, machine)
+        tables = {c: operator_rows(data.results[(machine, c)], data.benchmarks) for c in commits}
+        tables = {c: rows for c, rows in tables.items() if rows}
+        if not tables:
+            continue
+        history: dict[str, list[tuple[Build, float]]] = {}
+        for commit, rows in tables.items():
+            for row in rows:
+                if row.speedups:
+                    history.setdefault(row.operator, []).append((data.builds[commit], row.speedups[1]))
+        coords = {}
+        for operator, points in history.items():
+            symbol_id = _slug(f"spark-{machine}-{operator}")
+            svg, coords[operator] = _sparkline_symbol(symbol_id, points)
+            symbols.append(svg)
+        for commit, rows in tables.items():
+            build = data.builds[commit]
+            anchor = _slug(f"ops-{machine}-{build.short}")
+            options.append(f'<option value="{anchor}">{_e(machine)} · {_e(build.label)}</option>')
+            body = [
+                f'<section class="ops" id="{anchor}"><h2>{_e(build.label)} · machine {_e(machine)}</h2>',
+                f'<div class="builds"><div>{_build_html(build)}</div></div>',
+                '<table class="sortable operators"><thead><tr><th>operator</th><th class="num">inputs</th>'
+                '<th class="num">speedup p20</th><th class="num">p50</th><th class="num">p80</th>'
+                '<th class="num">eager (mean)</th><th class="num">compiled (mean)</th>'
+                '<th class="num">compile (mean)</th><th>median speedup over history</th></tr></thead><tbody>',
+            ]
+            for row in rows:
+                body.append(_operator_row_html(machine, row, commit, coords.get(row.operator, {})))
+            body.append("</tbody></table></section>")
+            sections.append("\n".join(body))
+    if not sections:
+        content = (
+            '<p class="empty">No operator results yet: run the <code>operators</code> benchmarks '
+            "(benchmarks/operators.py) with asv.</p>"
+        )
+    else:
+        content = (
+            '<p class="lead">TorchInductor against eager per operator: speedup = eager time / compiled '
+            "time over the operator's logged inputs (20th, 50th and 80th percentile, as operatorbench); "
+            "times are means per input. Click a column to sort.</p>"
+            f'<p><label>commit <select id="op-commit">{"".join(reversed(options))}</select></label></p>'
+            f'<svg class="symbols" aria-hidden="true">{"".join(symbols)}</svg>'
+            + "\n".join(reversed(sections))
+        )
+    return _page("Operators: TorchInductor speedups", content, "operators.html")
+
+
+def _history_commits(data: SiteData, machine: str) -> list[str]:
+    """The machine's measured commits in history order: the first branch, then commits only elsewhere."""
+    ordered: list[str] = []
+    for (m, _branch), commits in data.branch_commits.items():
+        if m == machine:
+            ordered += [c for c in commits if c not in ordered]
+    rest = [c for (m, c) in data.results if m == machine and c not in ordered]
+    return ordered + sorted(rest, key=lambda c: data.builds[c].revision)
+
+
+def _operator_row_html(
+    machine: str, row: OperatorRow, commit: str, coords: Mapping[str, tuple[float, float]]
+) -> str:
+    cells = [f'<td class="op">{_e(row.operator)}</td>']
+    failed = f' <span class="muted">({row.failed} failed)</span>' if row.failed else ""
+    cells.append(f'<td class="num" data-v="{row.inputs}">{row.inputs}{failed}</td>')
+    for q in row.speedups or (None, None, None):
+        text = "-" if q is None else f"{q:.2f}×"
+        cells.append(f'<td class="num" data-v="{q if q is not None else ""}">{text}</td>')
+    for value in (row.eager_s, row.compiled_s, row.compile_s):
+        sort_value = "" if value is None else value
+        cells.append(f'<td class="num" data-v="{sort_value}">{_e(_fmt_seconds(value))}</td>')
+    if coords:
+        symbol_id = _slug(f"spark-{machine}-{row.operator}")
+        marker = ""
+        if commit in coords:
+            x, y = coords[commit]
+            marker = f'<circle class="here" cx="{x:.1f}" cy="{y:.1f}" r="3"/>'
+        cells.append(
+            f'<td><svg class="spark" width="160" height="36" viewBox="0 0 160 36" role="img" '
+            f'aria-label="median speedup of {_e(row.operator)} over history">'
+            f'<use href="#{symbol_id}"/>{marker}</svg></td>'
+        )
+    else:
+        cells.append("<td></td>")
+    return f"<tr>{''.join(cells)}</tr>"
+
+
+# -------------------------------------------------------------- asv's pages
+
+
+_EXTERNAL_TAG = re.compile(r"<(script|link)\b[^>]*?\b(?:src|href)=\"(https?://[^\"]+)\"[^>]*>", re.I)
+
+
+def localize_asv_assets(html_dir: Path) -> list[str]:
+    """Point asv's CDN <script>/<link> tags at local copies; returns URLs left external."""
+    shutil.copytree(VENDOR_DIR, html_dir / "vendor", dirs_exist_ok=True)
+    left: list[str] = []
+    for page in html_dir.glob("*.html"):
+        text = page.read_text()
+
+        def local(match: re.Match[str]) -> str:
+            tag, url = match.group(1).lower(), match.group(2)
+            vendored = VENDORED.get(url.rsplit("/", 1)[-1])
+            if vendored is None:
+                if tag == "script" or "stylesheet" in match.group(0):
+                    left.append(url)
+                return match.group(0)
+            if tag == "script":
+                return f'<script src="vendor/{vendored}">'
+            return f'<link rel="stylesheet" href="vendor/{vendored}">'
+
+        new = _EXTERNAL_TAG.sub(local, text)
+        if new != text:
+            atomic_write_text(page, new)
+    return left
+
+
+_ASV_NAV_ANCHOR = '<li id="nav-li-regressions">'
+
+
+def link_from_asv(html_dir: Path) -> bool:
+    """Add our pages to asv's navigation bar (after "Regressions"); False if asv's page changed shape."""
+    index = html_dir / "index.html"
+    text = index.read_text()
+    items = "".join(f'<li class="benchkit-nav"><a href="{f}">{label}</a></li>' for f, label in PAGES)
+    at = text.find(_ASV_NAV_ANCHOR)
+    if at < 0:
+        banner = f'<div class="benchkit-nav">benchkit: <ul>{items}</ul></div>'
+        new = text.replace("<body>", f"<body>{banner}", 1)
+        found = False
+    else:
+        end = text.index("</li>", at) + len("</li>")
+        new = text[:end] + items + text[end:]
+        found = True
+    atomic_write_text(index, new)
+    return found
+
+
+# ------------------------------------------------------------------ publish
+
+
+def _start_asv_publish(conf_path: Path, html_dir: Path | None) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "asv", "publish", "--config", str(conf_path)]
+    if html_dir is not None:
+        command += ["--html-dir", str(html_dir)]
+    return subprocess.Popen(
+        command, cwd=conf_path.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _wait_asv_publish(proc: subprocess.Popen[str]) -> None:
+    output, _ = proc.communicate()
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        raise UserError(f"`asv publish` failed with exit code {proc.returncode}:\n{tail}")
+
+
+def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
+    """benchkit's pages as {path in the site: HTML}, and how many of each there are."""
+    pairs = pair_changes(data)
+    pages: dict[str, str] = {}
+    why_pages: dict[str, dict[str, str]] = {}
+    for pair in pairs:
+        for c in pair.changes:
+            if c.metric != "instructions":
+                continue
+            deltas = function_deltas(data.conf, pair.machine, pair.base.commit, pair.head.commit, c.name)
+            if deltas is None:
+                continue
+            path = why_file(pair, c.name)
+            pages[path] = render_why(data, pair, c, deltas)
+            why_pages.setdefault(pair.anchor, {})[c.name] = path
+    counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
+    pages["changes.html"] = _page("Changes", render_changes(data, pairs, why_pages), "changes.html")
+    pages["why.html"] = render_why_index(data, pairs, why_pages)
+    pages["operators.html"] = render_operators(data)
+    return pages, counts
+
+
+def write_pages(pages: Mapping[str, str], html_dir: Path) -> None:
+    for path, text in pages.items():
+        atomic_write_text(html_dir / path, text)
+    assets = html_dir / "benchkit"
+    assets.mkdir(exist_ok=True)
+    for name in ("site.css", "site.js"):
+        shutil.copyfile(ASSETS_DIR / name, assets / name)
+
+
+def publish(
+    conf_path: Path = Path("asv.conf.json"),
+    html_dir: Path | None = None,
+    config_path: Path | None = None,
+) -> Path:
+    """`asv publish` into the html folder, then benchkit's pages; returns the folder."""
+    conf_path = conf_path.resolve()
+    if not conf_path.is_file():
+        raise UserError(f"asv config {conf_path} not found")
+    started = time.perf_counter()
+    conf = check._load_asv_config(conf_path)
+    target = (html_dir or conf_path.parent / conf.html_dir).resolve()
+    # asv publish deletes the folder; keep a README a repository tracks there.
+    readme = target / "README.md"
+    kept_readme = readme.read_bytes() if readme.is_file() else None
+    # asv only reads the results and writes html/; our pages need the same results but not
+    # asv's output, so they are computed while asv publishes and written once it is done.
+    proc = _start_asv_publish(conf_path, html_dir.resolve() if html_dir else None)
+    try:
+        data = load_site_data(conf_path, config_path)
+        pages, counts = render_pages(data)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    rendered_s = time.perf_counter() - started
+    _wait_asv_publish(proc)
+    asv_s = time.perf_counter() - started
+    if kept_readme is not None:
+        readme.write_bytes(kept_readme)
+    write_pages(pages, target)
+    left = localize_asv_assets(target)
+    if left:
+        _log("warning: asv's pages still load from the network: " + ", ".join(left))
+    if not link_from_asv(target):
+        _log("warning: asv's index.html has no navigation bar where expected; added a banner instead")
+    total = time.perf_counter() - started
+    _log(
+        f"pages rendered in {rendered_s:.1f} s while asv published ({asv_s:.1f} s), written in "
+        f"{total - asv_s:.1f} s: "
+        + ", ".join(f"{n} {what}" for what, n in counts.items())
+        + f" -> {target / 'changes.html'}"
+    )
+    return target
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    publish(args.asv_config, args.html_dir, args.config)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "publish",
+        help="asv publish into html/ plus benchkit's changes, why and operator pages",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument(
+        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
+    )
+    parser.add_argument("--html-dir", type=Path, help="output folder (default: html_dir of the asv config)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="benchkit check thresholds for the changes page "
+        "(default: benchkit-check.toml/.json by asv.conf.json)",
+    )
+    parser.set_defaults(func=_cmd_publish)

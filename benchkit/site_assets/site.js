@@ -1,0 +1,55 @@
+// benchkit's pages: sortable tables and the operator page's commit picker.
+// Plain DOM, no libraries, so the pages work from file:// without a server.
+"use strict";
+
+function cellValue(row, column) {
+  const cell = row.cells[column];
+  if (!cell) return "";
+  const raw = cell.dataset.v;
+  if (raw !== undefined && raw !== "" && !Number.isNaN(Number(raw))) return Number(raw);
+  return cell.textContent.trim().toLowerCase();
+}
+
+function sortTable(table, column, header) {
+  const ascending = header.getAttribute("aria-sort") !== "ascending";
+  for (const th of table.tHead.rows[0].cells) th.removeAttribute("aria-sort");
+  header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  const body = table.tBodies[0];
+  const rows = Array.from(body.rows);
+  rows.sort((a, b) => {
+    const x = cellValue(a, column), y = cellValue(b, column);
+    // Empty cells (no value) stay at the bottom whichever the direction.
+    if (x === "" || y === "") return (x === "") - (y === "");
+    const order = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+    return ascending ? order : -order;
+  });
+  for (const row of rows) body.appendChild(row);
+}
+
+function makeSortable(table) {
+  if (!table.tHead || !table.tBodies.length) return;
+  Array.from(table.tHead.rows[0].cells).forEach((th, column) => {
+    th.title = "sort by " + th.textContent.trim();
+    th.addEventListener("click", () => sortTable(table, column, th));
+  });
+}
+
+function showOperatorCommit(anchor) {
+  const sections = document.querySelectorAll("section.ops");
+  if (!sections.length) return;
+  let shown = document.getElementById(anchor);
+  if (!shown || !shown.classList.contains("ops")) shown = sections[0];
+  for (const section of sections) section.classList.toggle("hidden", section !== shown);
+  const picker = document.getElementById("op-commit");
+  if (picker) picker.value = shown.id;
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("table.sortable").forEach(makeSortable);
+  const picker = document.getElementById("op-commit");
+  if (picker) {
+    picker.addEventListener("change", () => { window.location.hash = picker.value; });
+    window.addEventListener("hashchange", () => showOperatorCommit(window.location.hash.slice(1)));
+    showOperatorCommit(window.location.hash.slice(1));
+  }
+});

@@ -1,0 +1,459 @@
+"""`benchkit publish`: the pages it adds to asv's site, checked in headless Chromium.
+
+The site is published from a small history written with asv's own Results API
+into a real benchkit torch-history repository (scripts/bench_publish.py's
+generator), by real `asv publish`. The browser is Debian's chromium, driven over
+the DevTools protocol on a pipe (no extra Python packages): every page must
+render its expected content, make no request outside the machine, and log no
+error to the console. Screenshots go to ``$BENCHKIT_SCREENSHOT_DIR`` when set,
+else to the test's temporary folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import html
+import http.server
+import importlib.util
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchkit import check, cli, site
+from benchkit.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _load_generator() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_publish", REPO_ROOT / "scripts" / "bench_publish.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench_publish = _load_generator()
+
+
+# ------------------------------------------------------------------ browser
+
+
+class Browser:
+    """Headless Chromium over the DevTools protocol (``--remote-debugging-pipe``)."""
+
+    def __init__(self, width: int = 1400, height: int = 1000) -> None:
+        if CHROMIUM is None:
+            pytest.fail("chromium is not installed (scripts/install.sh installs Debian's chromium)")
+        self.profile = tempfile.mkdtemp(prefix="benchkit-chromium-")
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+
+        def pipes_on_3_and_4() -> None:  # Chromium reads commands on fd 3, answers on fd 4
+            read_end, write_end = os.dup(to_chrome_r), os.dup(from_chrome_w)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                 f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"]  # fmt: skip
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *flags],
+            preexec_fn=pipes_on_3_and_4,
+            close_fds=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._next_id = 0
+        self._buffer = b""
+        self.events: list[dict[str, Any]] = []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.call(f"{domain}.enable", session=True)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            session=True,
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        import select
+
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._from_chrome], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("chromium did not answer in time")
+            chunk = os.read(self._from_chrome, 1 << 20)
+            if not chunk:
+                raise RuntimeError("chromium closed the DevTools pipe (it crashed or exited)")
+            self._buffer += chunk
+        message, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(message)
+
+    def call(self, method: str, session: bool = False, timeout: float = 30, **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read_message(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def open(self, url: str, ready: str = "document.readyState === 'complete'", timeout: float = 30) -> None:
+        self.events.clear()
+        self.call("Page.navigate", session=True, url=url)
+        self.wait_for(ready, timeout)
+
+    def wait_for(self, condition: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.evaluate(f"!!({condition})"):
+                time.sleep(0.2)  # let late console messages arrive
+                self.evaluate("1")
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"page never satisfied {condition!r}; errors: {self.errors()}")
+
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and failed loads since the last `open`."""
+        found = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                details = params["exceptionDetails"]
+                found.append(f"exception: {details.get('exception', {}).get('description') or details}")
+            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                found.append("console: " + " ".join(str(a.get("value", a)) for a in params.get("args", [])))
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                found.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+            elif method == "Network.loadingFailed" and not params.get("canceled"):
+                found.append(f"load failed: {params.get('errorText')}")
+        return found
+
+    def requested_urls(self) -> list[str]:
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
+
+    def screenshot(self, path: Path, full_page: bool = False) -> Path:
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            params["captureBeyondViewport"] = True
+        data = self.call("Page.captureScreenshot", session=True, **params)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=5)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self._to_chrome, self._from_chrome):
+            os.close(fd)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    instance = Browser()
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(site_dir: Path) -> Iterator[str]:
+    """A static server on the loopback address: asv's own pages load their JSON with XHR."""
+    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    chosen = os.environ.get("BENCHKIT_SCREENSHOT_DIR")
+    return Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
+
+
+def _assert_clean(browser: Browser, page: str) -> None:
+    errors = browser.errors()
+    assert not errors, f"{page}: browser reported errors: {errors}"
+    outside = [
+        u for u in browser.requested_urls() if not u.startswith(("file://", "http://127.0.0.1", "data:"))
+    ]
+    assert not outside, f"{page}: requests left the machine: {outside}"
+
+
+# ---------------------------------------------------------------- the site
+
+
+COMMITS = 8
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("site-project")
+    # Frequent steps so that every kind of change shows up in a short history.
+    return bench_publish.make_project(root, commits=COMMITS, benchmarks=60, seed=3, step_chance=0.2)
+
+
+@pytest.fixture(scope="module")
+def site_dir(project: Path) -> Path:
+    (project.parent / "html").mkdir()
+    (project.parent / "html" / "README.md").write_text("kept\n")
+    assert cli.main(["publish", "--asv-config", str(project)]) == 0
+    return project.parent / "html"
+
+
+def _main_commits(project: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(project.parent / "history"), "rev-list", "--reverse", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.split()
+
+
+def test_publish_writes_asv_site_and_benchkit_pages(site_dir: Path) -> None:
+    for page in ("index.html", "index.json", "changes.html", "why.html", "operators.html"):
+        assert (site_dir / page).is_file(), page
+    assert (site_dir / "README.md").read_text() == "kept\n"  # asv publish wipes the folder; we keep it
+    index = (site_dir / "index.html").read_text()
+    for file, label in site.PAGES:
+        assert f'<a href="{file}">{label}</a>' in index
+    assert not re.search(r"<script[^>]+src=\"https?://", index), "asv's page still loads scripts from a CDN"
+    assert not re.search(r"<link[^>]+href=\"https?://", index)
+    for vendored in site.VENDORED.values():
+        assert (site_dir / "vendor" / vendored).is_file(), vendored
+
+
+def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, project: Path) -> None:
+    text = (site_dir / "changes.html").read_text()
+    commits = _main_commits(project)
+    assert len(commits) == COMMITS
+    flagged_total = 0
+    for base, head in itertools.pairwise(commits):
+        verdict = check.run_check(base, head, asv_config=project)
+        flagged = {c.name for c in verdict.comparisons if c.status in site.CHANGED_STATUSES}
+        flagged_total += len(flagged)
+        anchor = f'id="pair-synthetic-main-{base[:8]}-{head[:8]}"'
+        assert anchor in text
+        section = text[text.index(anchor) :].split("</section>", 1)[0]
+        titles = {
+            html.unescape(t) for t in re.findall(r'<a href="index\.html#[^"]+" title="([^"]+)"', section)
+        }
+        assert titles == flagged, (base[:8], head[:8])
+    assert flagged_total > 5, "the synthetic history should change often"
+    # Metric groups, the upstream commit of each build, and asv graph links with the pair.
+    assert "Instruction counts (" in text and "Wall time (" in text
+    assert "Operator ratios and other tracked values (" in text
+    assert re.search(r'href="https://github\.com/pytorch/pytorch/commit/[0-9a-f]{40}"', text)
+    assert re.search(r"index\.html#instruction_counts\.Case\d+\.\w+\?machine=synthetic&amp;branch=main&amp;"
+                     r"commits=[0-9a-f]{8}-[0-9a-f]{8}", text)  # fmt: skip
+
+
+def test_operator_rows_summarize_inputs_like_operatorbench(project: Path) -> None:
+    import numpy as np
+
+    data = site.load_site_data(project)
+    commit = _main_commits(project)[-1]
+    result_set = data.results[("synthetic", commit)]
+    rows = {r.operator: r for r in site.operator_rows(result_set, data.benchmarks)}
+    assert "aten.add.Tensor" in rows  # class name aten_add_Tensor mapped back to the operator
+    row = rows["aten.add.Tensor"]
+    ratios = [
+        m.value
+        for (name, _), m in result_set.measurements.items()
+        if name.startswith("operators.aten_add_Tensor.track_compiled_over_eager(")
+    ]
+    assert row.inputs == len(ratios) == 3 and row.failed == 0
+    expected = np.quantile([1 / r for r in ratios], (0.2, 0.5, 0.8))
+    assert row.speedups == pytest.approx(tuple(expected))
+    eager = [
+        m.value
+        for (name, _), m in result_set.measurements.items()
+        if name.startswith("operators.aten_add_Tensor.track_eager_seconds(")
+    ]
+    assert row.eager_s == pytest.approx(sum(eager) / 3)
+
+
+@pytest.mark.parametrize(
+    ("function", "group"),
+    [
+        (
+            "???:_PyEval_EvalFrameDefault [/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0]",
+            "Python interpreter",
+        ),
+        ("Objects/dictobject.c:PyDict_GetItem", "Python interpreter"),
+        ("aten/src/ATen/native/BinaryOps.cpp:at::native::add_out", "ATen/c10"),
+        ("c10/core/TensorImpl.cpp:c10::TensorImpl::~TensorImpl()", "ATen/c10"),
+        ("c10/core/impl/alloc_cpu.cpp:c10::alloc_cpu(unsigned long)", "allocator"),
+        ("./malloc/malloc.c:_int_malloc [/usr/lib/x86_64-linux-gnu/libc.so.6]", "allocator"),
+        ("???:operator new(unsigned long)", "allocator"),
+        ("torch/csrc/autograd/python_variable.cpp:THPVariable_add", "torch bindings, autograd, JIT"),
+        ("???:pybind11::detail::type_caster_generic::load", "torch bindings, autograd, JIT"),
+        ("./string/memcpy.S:__memcpy_avx_unaligned_erms", "other"),
+    ],
+)
+def test_functions_are_grouped_by_where_they_live(function: str, group: str) -> None:
+    assert site.function_group(function) == group
+
+
+def test_publish_without_results_is_a_clear_error(tmp_path: Path) -> None:
+    conf = tmp_path / "asv.conf.json"
+    conf.write_text(json.dumps({"version": 1, "repo": "nowhere", "results_dir": "results"}))
+    with pytest.raises(UserError, match="no asv results"):
+        site.load_site_data(conf)
+    with pytest.raises(UserError, match="not found"):
+        site.publish(tmp_path / "missing.json")
+
+
+# ------------------------------------------------------------- in a browser
+
+
+def test_changes_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
+    browser.open((site_dir / "changes.html").as_uri())
+    _assert_clean(browser, "changes.html")
+    sections = browser.evaluate("document.querySelectorAll('section.pair').length")
+    assert sections == COMMITS - 1
+    assert browser.evaluate("document.querySelector('nav.bk-nav a.active').textContent") == "Changes"
+    assert browser.evaluate("document.querySelectorAll('a.upstream').length") >= 2 * (COMMITS - 1)
+    # Sorting by ratio: the column's values come out ordered.
+    ordered = browser.evaluate(
+        """(() => {
+        const table = [...document.querySelectorAll('table.changes')].find(t => t.tBodies[0].rows.length > 2);
+        if (!table) return null;
+        table.tHead.rows[0].cells[4].click();
+        return [...table.tBodies[0].rows].map(r => Number(r.cells[4].dataset.v));
+    })()"""
+    )
+    assert ordered and ordered == sorted(ordered)
+    browser.screenshot(shots / "changes.png")
+
+
+def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Path, shots: Path) -> None:
+    commits = _main_commits(project)
+    browser.open((site_dir / "operators.html").as_uri())
+    _assert_clean(browser, "operators.html")
+    visible = browser.evaluate("[...document.querySelectorAll('section.ops:not(.hidden)')].map(s => s.id)")
+    assert visible == [f"ops-synthetic-{commits[-1][:8]}"]  # newest commit first
+    headers = browser.evaluate(
+        "[...document.querySelectorAll('section.ops:not(.hidden) th')].map(t => t.textContent)"
+    )
+    assert headers[:5] == ["operator", "inputs", "speedup p20", "p50", "p80"]
+    rows = browser.evaluate("document.querySelectorAll('section.ops:not(.hidden) tbody tr').length")
+    assert rows == 2  # the synthetic history's operators at 60 benchmarks
+    # Every operator's history is drawn: one point per commit, plus the marker of this commit.
+    points = browser.evaluate(
+        "document.querySelectorAll('svg.symbols symbol')[0].querySelectorAll('circle').length"
+    )
+    assert points == COMMITS
+    assert (
+        browser.evaluate("document.querySelectorAll('section.ops:not(.hidden) circle.here').length") == rows
+    )
+    browser.screenshot(shots / "operators.png")
+    # Another commit through the picker, as a link from the changes page does.
+    browser.open((site_dir / "operators.html").as_uri() + f"#ops-synthetic-{commits[2][:8]}")
+    visible = browser.evaluate("[...document.querySelectorAll('section.ops:not(.hidden)')].map(s => s.id)")
+    assert visible == [f"ops-synthetic-{commits[2][:8]}"]
+    assert browser.evaluate("document.getElementById('op-commit').value") == visible[0]
+    # Sort by median speedup, descending on the second click.
+    medians = browser.evaluate(
+        """(() => {
+        const th = document.querySelectorAll('section.ops:not(.hidden) th')[3];
+        th.click(); th.click();
+        return [...document.querySelectorAll('section.ops:not(.hidden) tbody tr')]
+            .map(r => Number(r.cells[3].dataset.v));
+    })()"""
+    )
+    assert medians == sorted(medians, reverse=True)
+    _assert_clean(browser, "operators.html#commit")
+
+
+def test_why_index_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
+    browser.open((site_dir / "why.html").as_uri())
+    _assert_clean(browser, "why.html")
+    assert browser.evaluate("document.querySelector('h1').textContent").startswith("Why")
+    rows = browser.evaluate("document.querySelectorAll('tbody tr').length")
+    changes = (site_dir / "changes.html").read_text().count("track_instructions]</a>")
+    assert rows == changes > 0
+    browser.screenshot(shots / "why-index.png")
+
+
+def test_asv_pages_render_offline_with_benchkit_links(
+    browser: Browser, server: str, site_dir: Path, shots: Path
+) -> None:
+    browser.open(
+        f"{server}/index.html",
+        ready="document.querySelectorAll('.benchmark-container, .benchmark-text').length > 0",
+    )
+    _assert_clean(browser, "index.html")
+    links = browser.evaluate("[...document.querySelectorAll('li.benchkit-nav a')].map(a => a.textContent)")
+    assert links == [label for _, label in site.PAGES]
+    browser.screenshot(shots / "asv-index.png")
+    # A graph link taken from the changes page opens asv's graph of that benchmark.
+    changes = (site_dir / "changes.html").read_text()
+    href = re.search(r'<a href="(index\.html#instruction_counts[^"]+)"', changes)
+    assert href
+    browser.open(
+        f"{server}/{href.group(1).replace('&amp;', '&')}",
+        ready="document.querySelector('#main-graph canvas')",
+    )
+    _assert_clean(browser, "asv graph")
+    title = browser.evaluate("document.getElementById('title').textContent")
+    assert "instruction_counts.Case" in title
+    browser.screenshot(shots / "asv-graph.png")
