@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import html
 import importlib
 import itertools
@@ -131,19 +132,6 @@ class PairChanges:
     @property
     def anchor(self) -> str:
         return _slug(f"pair-{self.machine}-{self.branch}-{self.base.short}-{self.head.short}")
-
-
-@dataclasses.dataclass(frozen=True)
-class FunctionDelta:
-    """Instructions of one function in the base and head profiles."""
-
-    function: str
-    before: int
-    after: int
-
-    @property
-    def delta(self) -> int:
-        return self.after - self.before
 
 
 @dataclasses.dataclass(frozen=True)
@@ -352,28 +340,75 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
 # ------------------------------------------------------------- the profiles
 
 
-def function_deltas(
-    conf: Any, machine: str, base_commit: str, head_commit: str, benchmark: str
-) -> list[FunctionDelta] | None:
-    """Function-level instruction counts of `benchmark` on two commits, or None without profiles.
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """Where one case's instructions went between two commits (per execution of its statement)."""
 
-    The profiles are the standardized Callgrind counts `benchkit.profiles`
-    stores beside asv's results per commit and case.
+    diff: Any  # benchkit.profiles.CaseDiff with every function that moved
+    groups: tuple[tuple[str, float, float], ...]  # (group, base, head), in FUNCTION_GROUPS order
+
+
+class ProfileStore:
+    """The profiles `benchkit.profiles` stored beside asv's results, each file read once.
+
+    Only the few most recent files stay loaded: pairs are visited in history
+    order, so each commit's profile serves its two pairs and is then dropped.
     """
-    try:
-        profiles = importlib.import_module("benchkit.profiles")
-    except ModuleNotFoundError as e:
-        if e.name != "benchkit.profiles":
-            raise
+
+    KEEP = 4
+
+    def __init__(self, results_dir: str) -> None:
+        try:
+            self.profiles: Any = importlib.import_module("benchkit.profiles")
+        except ModuleNotFoundError as e:
+            if e.name != "benchkit.profiles":
+                raise
+            self.profiles = None
+        found = self.profiles.find_profiles(results_dir) if self.profiles else []
+        self.paths = {(p.machine, p.commit, p.env_name): p.path for p in found}
+        self.loaded: dict[tuple[str, str, str], Any] = {}
+
+    def case(self, machine: str, commit: str, env: str, case_key: str) -> Any | None:
+        key = (machine, commit, env)
+        if key not in self.loaded:
+            path = self.paths.get(key)
+            if path is None:
+                return None
+            try:
+                self.loaded[key] = self.profiles.load_profile(path)
+            except UserError as e:
+                _log(f"warning: {e}")
+                self.loaded[key] = None
+            while len(self.loaded) > self.KEEP:
+                del self.loaded[next(iter(self.loaded))]
+        profile = self.loaded[key]
+        return None if profile is None else profile.cases.get(case_key)
+
+
+def case_key(info: BenchmarkInfo | None) -> str | None:
+    """The profile's case key of an instruction-count benchmark: its pretty name without the method."""
+    if info is None or info.params:
         return None
-    loader = getattr(profiles, "function_counts_for_site", None)
-    if loader is None:
+    return re.sub(r" \[track_instructions\]$", "", info.pretty)
+
+
+def explain(
+    store: ProfileStore, pair: PairChanges, c: check.Comparison, info: BenchmarkInfo | None
+) -> Explanation | None:
+    """The function-level diff behind an instruction-count change; None without both profiles."""
+    key = case_key(info)
+    if key is None or store.profiles is None:
         return None
-    counts = [loader(conf, machine, commit, benchmark) for commit in (base_commit, head_commit)]
-    if counts[0] is None or counts[1] is None:
+    base = store.case(pair.machine, pair.base.commit, c.env, key)
+    head = store.case(pair.machine, pair.head.commit, c.env, key)
+    if base is None or head is None:
         return None
-    names = set(counts[0]) | set(counts[1])
-    return [FunctionDelta(n, int(counts[0].get(n, 0)), int(counts[1].get(n, 0))) for n in names]
+    diff = store.profiles.diff_case(base, head, top=sys.maxsize)
+    totals = {group: [0.0, 0.0] for group in GROUP_ORDER}
+    for side, case in enumerate((base, head)):
+        for function, count in case.per_execution().items():
+            totals[function_group(function)][side] += count
+    return Explanation(diff, tuple((g, b, h) for g, (b, h) in totals.items()))
 
 
 FUNCTION_GROUPS = (
@@ -390,8 +425,10 @@ FUNCTION_GROUPS = (
     ("torch bindings, autograd, JIT", re.compile(r"(\btorch::|\bpybind11::|\bTHP\w+|libtorch_python)")),
 )  # fmt: skip
 OTHER_GROUP = "other"
+GROUP_ORDER = (*(group for group, _ in FUNCTION_GROUPS), OTHER_GROUP)
 
 
+@functools.lru_cache(maxsize=65536)
 def function_group(function: str) -> str:
     """Where a function's instructions belong; the allocator wins over the library it lives in."""
     for group, pattern in FUNCTION_GROUPS:
@@ -611,72 +648,80 @@ def _render_pair(data: SiteData, pair: PairChanges, why_pages: Mapping[str, str]
     return "\n".join(lines)
 
 
-def _fmt_count(n: int) -> str:
-    return f"{n:+,}" if n else "0"
+def _fmt_instructions(n: float, signed: bool = False) -> str:
+    """Instructions per execution: whole numbers, a decimal when small (they are medians/number)."""
+    text = f"{n:+,.1f}" if signed else f"{n:,.1f}"
+    if abs(n) >= 100:
+        text = f"{n:+,.0f}" if signed else f"{n:,.0f}"
+    return "0" if signed and n == 0 else text
 
 
-def render_why(
-    data: SiteData, pair: PairChanges, c: check.Comparison, deltas: Sequence[FunctionDelta]
-) -> str:
+def render_why(data: SiteData, pair: PairChanges, c: check.Comparison, why: Explanation) -> str:
     info = data.benchmarks.get(c.name)
     pretty = info.pretty if info else c.name
-    total_before = sum(d.before for d in deltas)
-    total_after = sum(d.after for d in deltas)
-    by_group: dict[str, list[FunctionDelta]] = {}
-    for d in deltas:
-        if d.delta:
-            by_group.setdefault(function_group(d.function), []).append(d)
-    order = [g for g, _ in FUNCTION_GROUPS] + [OTHER_GROUP]
     graph = graph_url(info, c.name, pair.machine, pair.branch, pair)
+    total_before = sum(b for _, b, _ in why.groups)
+    total_after = sum(h for _, _, h in why.groups)
     out = [
         f'<p class="lead"><a href="../{_e(graph)}">{_e(pretty)}</a> on machine {_e(pair.machine)}, '
         f"branch {_e(pair.branch)}: {_e(check._fmt_value(c.before, c.unit))} → "
-        f"{_e(check._fmt_value(c.after, c.unit))} instructions, {_e(_fmt_ratio(c.ratio))}. "
+        f"{_e(check._fmt_value(c.after, c.unit))} instructions per run, {_e(_fmt_ratio(c.ratio))}. "
         f'<a href="../changes.html#{pair.anchor}">All changes of this pair</a>.</p>',
         f'<div class="builds"><div>base: {_build_html(pair.base)}</div>'
         f"<div>head: {_build_html(pair.head)}</div></div>",
-        f"<p>Profiled functions total {total_before:,} → {total_after:,} "
-        f"({_fmt_count(total_after - total_before)}).</p>",
+    ]
+    if why.diff.status == "failed":
+        out.append(f'<p class="note">The profiles cannot be compared: {_e(why.diff.note)}</p>')
+        return _page(f"Why: {pretty}", "\n".join(out), "why.html", depth=1)
+    net = total_after - total_before
+    out += [
+        f"<p>Profiled functions, per execution: {_fmt_instructions(total_before)} → "
+        f"{_fmt_instructions(total_after)} ({_fmt_instructions(net, signed=True)}).</p>",
         '<table class="groups"><thead><tr><th>group</th><th class="num">before</th>'
         '<th class="num">after</th><th class="num">change</th><th>share of the change</th>'
         "</tr></thead><tbody>",
     ]
-    net = total_after - total_before
-    scale = max((abs(sum(x.delta for x in by_group.get(g, []))) for g in order), default=0) or 1
-    for group in order:
-        members = [d for d in deltas if function_group(d.function) == group]
-        before, after = sum(d.before for d in members), sum(d.after for d in members)
-        width = 100 * abs(after - before) / scale
-        share = f"{(after - before) / net * 100:.0f}% of net" if net else ""
-        cls = "up" if after > before else "down"
+    scale = max((abs(h - b) for _, b, h in why.groups), default=0) or 1
+    for group, before, after in why.groups:
+        cls = "up" if after > before else "down" if after < before else ""
+        bar = ""
+        if after != before:
+            share = f"{(after - before) / net * 100:.0f}% of the net change" if net else ""
+            width = 100 * abs(after - before) / scale
+            bar = f'<span class="bar {cls}" style="width:{width:.0f}%"></span> {_e(share)}'
         out.append(
-            f'<tr><td><a href="#{_slug(group)}">{_e(group)}</a></td><td class="num">{before:,}</td>'
-            f'<td class="num">{after:,}</td><td class="num {cls}">{_fmt_count(after - before)}</td>'
-            f'<td><span class="bar {cls}" style="width:{width:.0f}%"></span> {_e(share)}</td></tr>'
+            f'<tr><td><a href="#{_slug(group)}">{_e(group)}</a></td>'
+            f'<td class="num">{_fmt_instructions(before)}</td><td class="num">{_fmt_instructions(after)}</td>'
+            f'<td class="num {cls}">{_fmt_instructions(after - before, signed=True)}</td><td>{bar}</td></tr>'
         )
     out.append("</tbody></table>")
-    for group in order:
-        members = by_group.get(group, [])
+    moved: dict[str, dict[str, list[Any]]] = {group: {"up": [], "down": []} for group in GROUP_ORDER}
+    for d in why.diff.increases:
+        moved[function_group(d.function)]["up"].append(d)
+    for d in why.diff.decreases:
+        moved[function_group(d.function)]["down"].append(d)
+    for group in GROUP_ORDER:
         out.append(f'<h2 id="{_slug(group)}">{_e(group)}</h2>')
-        if not members:
-            out.append('<p class="muted">no change</p>')
+        if not moved[group]["up"] and not moved[group]["down"]:
+            out.append('<p class="muted">no function changed</p>')
             continue
-        up = sorted((d for d in members if d.delta > 0), key=lambda d: -d.delta)[:TOP_FUNCTIONS]
-        down = sorted((d for d in members if d.delta < 0), key=lambda d: d.delta)[:TOP_FUNCTIONS]
-        for title, rows in (("more instructions", up), ("fewer instructions", down)):
+        for title, direction in (("more instructions", "up"), ("fewer instructions", "down")):
+            rows = moved[group][direction]  # largest change first (benchkit.profiles' order)
             if not rows:
                 continue
+            more = f" (top {TOP_FUNCTIONS} of {len(rows)})" if len(rows) > TOP_FUNCTIONS else ""
             out.append(
-                f'<h3>{title}</h3><table class="sortable functions"><thead><tr><th>function</th>'
+                f'<h3>{title}{more}</h3><table class="sortable functions"><thead><tr><th>function</th>'
                 '<th class="num">before</th><th class="num">after</th><th class="num">change</th>'
                 "</tr></thead><tbody>"
             )
-            for d in rows:
+            for d in rows[:TOP_FUNCTIONS]:
+                change = _fmt_instructions(d.delta, signed=True)
                 out.append(
-                    f'<tr><td class="fn">{_e(d.function)}</td><td class="num">{d.before:,}</td>'
-                    f'<td class="num">{d.after:,}</td>'
-                    f'<td class="num {"up" if d.delta > 0 else "down"}" data-v="{d.delta}">'
-                    f"{_fmt_count(d.delta)}</td></tr>"
+                    f'<tr><td class="fn">{_e(d.function)}</td>'
+                    f'<td class="num">{_fmt_instructions(d.base)}</td>'
+                    f'<td class="num">{_fmt_instructions(d.head)}</td>'
+                    f'<td class="num {direction}" data-v="{d.delta}">{change}</td></tr>'
                 )
             out.append("</tbody></table>")
     return _page(f"Why: {pretty}", "\n".join(out), "why.html", depth=1)
@@ -926,15 +971,16 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     pairs = pair_changes(data)
     pages: dict[str, str] = {}
     why_pages: dict[str, dict[str, str]] = {}
+    store = ProfileStore(data.conf.results_dir)
     for pair in pairs:
         for c in pair.changes:
             if c.metric != "instructions":
                 continue
-            deltas = function_deltas(data.conf, pair.machine, pair.base.commit, pair.head.commit, c.name)
-            if deltas is None:
+            why = explain(store, pair, c, data.benchmarks.get(c.name))
+            if why is None:
                 continue
             path = why_file(pair, c.name)
-            pages[path] = render_why(data, pair, c, deltas)
+            pages[path] = render_why(data, pair, c, why)
             why_pages.setdefault(pair.anchor, {})[c.name] = path
     counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
     pages["changes.html"] = _page("Changes", render_changes(data, pairs, why_pages), "changes.html")

@@ -34,7 +34,9 @@ from asv import util as asv_util  # noqa: E402
 from asv.results import Results  # noqa: E402
 from asv.runner import BenchmarkResult  # noqa: E402
 
+from benchkit import profiles  # noqa: E402
 from benchkit.build_torch import BuildRecord  # noqa: E402
+from benchkit.callgrind_track import BatchResult, CaseCount  # noqa: E402
 from benchkit.history import HistoryRepo  # noqa: E402
 
 MACHINE = "synthetic"
@@ -49,6 +51,34 @@ OPERATORS = ("aten.add.Tensor", "aten.mm.default", "aten.relu.default", "aten.su
              "aten.native_layer_norm.default", "aten.gelu.default", "aten.mean.dim", "aten.clone.default",
              "aten.addmm.default", "aten.div.Scalar")  # fmt: skip
 INPUTS = ("'f32[8, 16]'", "'f32[64, 128]'", "'f32[4, 3, 32, 32]'")
+# Function names as Callgrind reports them, from every part of a torch call.
+FUNCTIONS = (
+    "???:_PyEval_EvalFrameDefault [/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0]",
+    "Objects/dictobject.c:_PyDict_GetItem_KnownHash",
+    "Objects/object.c:PyObject_GetAttr",
+    "Objects/typeobject.c:_PyType_Lookup",
+    "Objects/call.c:_PyObject_MakeTpCall",
+    "aten/src/ATen/core/dispatch/Dispatcher.h:c10::Dispatcher::call",
+    "aten/src/ATen/TensorIterator.cpp:at::TensorIteratorBase::build(at::TensorIteratorConfig&)",
+    "aten/src/ATen/native/BinaryOps.cpp:at::native::structured_add_out::impl",
+    "aten/src/ATen/native/cpu/BinaryOpsKernel.cpp:at::native::(anonymous namespace)::add_kernel",
+    "c10/core/TensorImpl.cpp:c10::TensorImpl::TensorImpl",
+    "c10/util/intrusive_ptr.h:c10::intrusive_ptr<c10::TensorImpl>::reset_()",
+    "aten/src/ATen/EmptyTensor.cpp:at::detail::empty_generic",
+    "./malloc/malloc.c:_int_malloc [/usr/lib/x86_64-linux-gnu/libc.so.6]",
+    "./malloc/malloc.c:free [/usr/lib/x86_64-linux-gnu/libc.so.6]",
+    "c10/core/impl/alloc_cpu.cpp:c10::alloc_cpu(unsigned long)",
+    "c10/core/CPUAllocator.cpp:c10::DefaultCPUAllocator::allocate(unsigned long)",
+    "???:operator new(unsigned long) [/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30]",
+    "torch/csrc/autograd/python_variable.cpp:THPVariable_add",
+    "torch/csrc/utils/python_arg_parser.cpp:torch::FunctionSignature::parse",
+    "torch/csrc/autograd/generated/VariableType_0.cpp:torch::autograd::VariableType::add_Tensor",
+    "???:pybind11::detail::type_caster_generic::load_impl",
+    "./string/../sysdeps/x86_64/multiarch/memmove-vec-unaligned-erms.S:__memcpy_avx_unaligned_erms",
+    "./nptl/pthread_mutex_lock.c:pthread_mutex_lock [/usr/lib/x86_64-linux-gnu/libc.so.6]",
+    "???:__tls_get_addr [/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2]",
+)
+PROFILE_NUMBER = 100  # executions per profiled repeat
 
 
 def _benchmark(name: str, unit: str, pretty: str, params: list[list[str]] | None = None) -> dict[str, Any]:
@@ -96,8 +126,41 @@ def _walk(rng: random.Random, start: float, steps: int, step_chance: float) -> l
     return values
 
 
-def make_project(root: Path, commits: int, benchmarks: int, seed: int = 0, step_chance: float = 0.03) -> Path:
-    """A complete asv project in `root`; returns its asv.conf.json."""
+def _profile_counts(rng: random.Random, totals: list[float]) -> list[dict[str, int]]:
+    """Per commit, function counts (over PROFILE_NUMBER executions) summing to each total;
+    each change of the total lands on one or two functions, as a real change would."""
+    chosen = rng.sample(FUNCTIONS, 12)
+    weights = [rng.random() ** 2 + 0.01 for _ in chosen]
+    scale = totals[0] * PROFILE_NUMBER / sum(weights)
+    counts = {fn: w * scale for fn, w in zip(chosen, weights, strict=True)}
+    out = []
+    for previous, total in zip([totals[0], *totals], totals, strict=False):
+        delta = (total - previous) * PROFILE_NUMBER
+        if delta:
+            first, second = rng.sample(FUNCTIONS, 2)
+            for fn, share in ((first, 0.75), (second, 0.25)):
+                counts[fn] = counts.get(fn, 0.0) + delta * share
+            low = min(counts, key=counts.__getitem__)
+            if counts[low] < 0:  # keep counts positive: move the excess to the largest function
+                counts[max(counts, key=counts.__getitem__)] += counts[low]
+                counts[low] = 0.0
+        out.append({fn: round(c) for fn, c in counts.items() if round(c) > 0})
+    return out
+
+
+def make_project(
+    root: Path,
+    commits: int,
+    benchmarks: int,
+    seed: int = 0,
+    step_chance: float = 0.03,
+    with_profiles: bool = True,
+) -> Path:
+    """A complete asv project in `root`; returns its asv.conf.json.
+
+    With `with_profiles`, each commit also gets the function-level profile file
+    `benchkit.profiles` stores beside asv's results (what the why pages read).
+    """
     rng = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)
     history = HistoryRepo(root / "history")
@@ -132,6 +195,33 @@ def make_project(root: Path, commits: int, benchmarks: int, seed: int = 0, step_
             series[(name, j)] = _walk(rng, start_value, commits, step_chance)
 
     results_dir = root / "results"
+    case_profiles: dict[str, list[dict[str, int]]] = {}
+    for name, spec in specs.items():
+        if with_profiles and spec["unit"] == "instructions":
+            case_key = spec["pretty_name"].removesuffix(" [track_instructions]")
+            functions = _profile_counts(rng, series[(name, 0)])
+            case_profiles[case_key] = functions
+            # asv's value is what the profile adds up to, per execution.
+            series[(name, 0)] = [sum(f.values()) / PROFILE_NUMBER for f in functions]
+    for i, (commit, _) in enumerate(hashes):
+        if case_profiles:
+            batch = BatchResult(
+                counts={
+                    key: CaseCount(
+                        key,
+                        "ok",
+                        instructions=sum(per_commit[i].values()) / PROFILE_NUMBER,
+                        number=PROFILE_NUMBER,
+                        repeat_totals=(sum(per_commit[i].values()),),
+                        functions=per_commit[i],
+                    )
+                    for key, per_commit in case_profiles.items()
+                },
+                metadata={"synthetic": True},
+                seconds=0.0,
+            )
+            path = results_dir / MACHINE / profiles.PROFILE_DIR / f"{commit}-{ENV}{profiles.SUFFIX}"
+            profiles.save_profile(path, batch, commit=commit, env_name=ENV, machine=MACHINE)
     for i, (commit, date_ms) in enumerate(hashes):
         run = Results({"machine": MACHINE, "python": "3.11"}, {"numpy": ""}, commit, date_ms, "3.11", ENV, {})
         for name, spec in specs.items():
@@ -141,7 +231,6 @@ def make_project(root: Path, commits: int, benchmarks: int, seed: int = 0, step_
                 samples = [[v * (1 + rng.gauss(0, 0.01)) for _ in range(10)] for v in values]
                 number = [100] * combos
             elif spec["unit"] == "instructions":
-                values = [float(round(v)) for v in values]
                 samples, number = [None] * combos, [None] * combos
             else:
                 samples, number = [None] * combos, [None] * combos

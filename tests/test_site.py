@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from benchkit import check, cli, site
+from benchkit import check, cli, profiles, site
 from benchkit.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -306,6 +306,45 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
                      r"commits=[0-9a-f]{8}-[0-9a-f]{8}", text)  # fmt: skip
 
 
+def test_why_pages_explain_every_instruction_change_from_the_stored_profiles(
+    site_dir: Path, project: Path
+) -> None:
+    data = site.load_site_data(project)
+    stored = {(p.commit, p.env_name): p.path for p in profiles.find_profiles(data.conf.results_dir)}
+    explained = 0
+    for pair in site.pair_changes(data):
+        for c in pair.changes:
+            if c.metric != "instructions":
+                continue
+            page = (site_dir / site.why_file(pair, c.name)).read_text()
+            key = data.benchmarks[c.name].pretty.removesuffix(" [track_instructions]")
+            base = profiles.load_profile(stored[(pair.base.commit, c.env)]).cases[key].per_execution()
+            head = profiles.load_profile(stored[(pair.head.commit, c.env)]).cases[key].per_execution()
+            # The function that moved most is listed, in its group's section.
+            function = max(base.keys() | head.keys(), key=lambda f: abs(head.get(f, 0) - base.get(f, 0)))
+            group = site.function_group(function)
+            section = page.split(f'<h2 id="{site._slug(group)}">', 1)[1].split("<h2", 1)[0]
+            assert html.escape(function) in section, (c.name, function)
+            # Group totals add up to asv's value (instructions per execution) on both sides.
+            assert f"{sum(base.values()):,.0f} → {sum(head.values()):,.0f}" in page
+            assert f'href="../changes.html#{pair.anchor}"' in page
+            explained += 1
+    assert explained > 3
+    index = (site_dir / "why.html").read_text()
+    assert index.count("function diff</a>") == explained
+    assert "no stored profiles" not in index
+
+
+def test_changes_without_profiles_say_so(tmp_path: Path) -> None:
+    conf = bench_publish.make_project(tmp_path, commits=3, benchmarks=20, seed=5, step_chance=0.5,
+                                      with_profiles=False)  # fmt: skip
+    html_dir = site.publish(conf)
+    assert not list((html_dir / "why").glob("*.html"))
+    changes = (html_dir / "changes.html").read_text()
+    assert "Instruction counts (" in changes and "no profiles" in changes
+    assert "have no stored profiles for both commits" in (html_dir / "why.html").read_text()
+
+
 def test_operator_rows_summarize_inputs_like_operatorbench(project: Path) -> None:
     import numpy as np
 
@@ -432,6 +471,21 @@ def test_why_index_in_browser(browser: Browser, site_dir: Path, shots: Path) -> 
     changes = (site_dir / "changes.html").read_text().count("track_instructions]</a>")
     assert rows == changes > 0
     browser.screenshot(shots / "why-index.png")
+
+
+def test_why_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
+    index = (site_dir / "why.html").read_text()
+    first = re.search(r'<a href="(why/[0-9a-f]+\.html)">function diff</a>', index)
+    assert first
+    browser.open((site_dir / first.group(1)).as_uri())
+    _assert_clean(browser, first.group(1))
+    assert browser.evaluate("document.querySelector('h1').textContent").startswith("Why: Synthetic/")
+    groups = browser.evaluate(
+        "[...document.querySelectorAll('table.groups tbody tr td:first-child')].map(td => td.textContent)"
+    )
+    assert groups == list(site.GROUP_ORDER)
+    assert browser.evaluate("document.querySelectorAll('td.fn').length") >= 1
+    browser.screenshot(shots / "why-page.png", full_page=True)
 
 
 def test_asv_pages_render_offline_with_benchkit_links(
