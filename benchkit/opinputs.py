@@ -401,12 +401,15 @@ def _dtype_abbreviation(value: Any, column: int) -> str:
     return value.abbreviation
 
 
-def parse_call(text: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Parse ``((args...), {kwargs})``; raises ValueError with the column on bad input."""
+def parse_call(text: str, *, column_offset: int = 0) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Parse ``((args...), {kwargs})``; raises ValueError with the (1-based) column on bad input.
+
+    ``column_offset`` is where ``text`` starts in its line, so columns count from the line start.
+    """
     try:
         value = _Parser(text).parse_all()
     except _SyntaxError as e:
-        raise ValueError(f"column {e.column + 1}: {e}") from None
+        raise ValueError(f"column {column_offset + e.column + 1}: {e}") from None
     if not (isinstance(value, tuple) and len(value) == 2):
         raise ValueError("expected a pair ((args...), {kwargs})")
     args, kwargs = value
@@ -486,7 +489,7 @@ def parse_log_text(text: str, source: str = "<text>") -> OperatorLog:
             raise LogFormatError(f"{where}: expected 'cnt: <n>, ' with a whole number, found {line[:40]!r}")
         call_text = call_text.strip()
         try:
-            args, kwargs = parse_call(call_text)
+            args, kwargs = parse_call(call_text, column_offset=raw.find(call_text))
         except ValueError as e:
             raise LogFormatError(f"{where}: {e}") from None
         log.add(OperatorInput(operator, args, kwargs, int(count_text), call_text, where))

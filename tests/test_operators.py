@@ -1,0 +1,330 @@
+"""benchkit operators: operator resolution, skip logic, statistics, CSV, a real inductor compile, asv."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchkit import operators
+from benchkit.cli import main
+from benchkit.errors import UserError
+from benchkit.opinputs import parse_log_text
+
+REPO = Path(__file__).resolve().parent.parent
+PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "pytorch_operator_inp_logs"
+
+TINY_LOG = """\
+Operator: aten.relu.default
+cnt: 3, ((T([16, 64], f32),), {})
+Operator: aten.nll_loss_forward.default
+cnt: 1, ((T([8, 10], f32), T([8], i64), None, 1, -100), {})
+"""
+
+needs_cuda = pytest.mark.skipif(
+    not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (CPU-only machine)"
+)
+
+
+@pytest.fixture
+def inductor_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private benchkit cache, so tests never read or fill the user's inductor cache."""
+    root = tmp_path_factory.getbasetemp() / "benchkit-cache"
+    monkeypatch.setenv("BENCHKIT_CACHE_DIR", str(root))
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    return root
+
+
+# --- what to measure ------------------------------------------------------------
+
+
+def test_default_set_size() -> None:
+    workload = operators.load_suite("default")
+    inputs = [item for op in workload.operators for item in workload.inputs(op)]
+    assert len(workload.operators) >= 15
+    assert len(inputs) >= 30
+    for op in workload.operators:
+        labels = operators.input_labels(workload.inputs(op))
+        assert len(set(labels)) == len(labels)
+        assert operators.skip_reason(operators.resolve_operator(op)) is None, op
+
+
+def test_resolve_operator_by_attribute_lookup() -> None:
+    import torch
+
+    assert operators.resolve_operator("aten.add.Tensor") is torch.ops.aten.add.Tensor
+    for bad in ("aten.add", "__import__('os').system", "aten.add.Tensor; rm", "a.b.c.d"):
+        with pytest.raises(UserError, match=r"expected namespace\.name\.overload"):
+            operators.resolve_operator(bad)
+    with pytest.raises(UserError, match="does not exist in this torch build"):
+        operators.resolve_operator("aten.no_such_op.default")
+    with pytest.raises(UserError, match="does not exist"):
+        operators.resolve_operator("aten.add.NoSuchOverload")
+
+
+def test_select_operators() -> None:
+    workload = operators.load_suite("models")
+    assert operators.select_operators(workload, []) == list(workload.operators)
+    assert operators.select_operators(workload, ["all"]) == list(workload.operators)
+    assert operators.select_operators(workload, ["aten.mm.default"]) == ["aten.mm.default"]
+    # A packet name selects every logged overload of it (aten.add_ is another packet).
+    assert operators.select_operators(workload, ["aten.add"]) == ["aten.add.Tensor"]
+    log = parse_log_text(
+        "Operator: aten.add.Tensor\ncnt: 1, ((T([2], f32), T([2], f32)), {})\n"
+        "Operator: aten.add.Scalar\ncnt: 1, ((T([2], f32), 2), {})\n"
+    )
+    both = operators.Workload("x", log, ("aten.add.Scalar", "aten.add.Tensor"))
+    assert operators.select_operators(both, ["aten.add"]) == ["aten.add.Tensor", "aten.add.Scalar"]
+    with pytest.raises(UserError, match=r"--op aten.cos.default: no inputs logged for it in models"):
+        operators.select_operators(workload, ["aten.cos.default"])
+    with pytest.raises(UserError, match="does not exist"):
+        operators.select_operators(workload, ["aten.cso.default"])
+
+
+def test_skip_reasons() -> None:
+    import torch
+
+    aten = torch.ops.aten
+    assert "input generator NYI" in operators.skip_reason(aten.nll_loss_forward.default)
+    assert "input generator NYI" in operators.skip_reason(aten.embedding.default)
+    assert "non-compute" in operators.skip_reason(aten._unsafe_view.default)
+    assert "no inductor lowering or decomposition" in operators.skip_reason(aten._add_relu.Tensor)
+    assert "convolution" in operators.skip_reason(aten.convolution.default)
+    assert "falls back" in operators.skip_reason(aten._scaled_dot_product_flash_attention_for_cpu.default)
+    assert operators.skip_reason(aten.add.Tensor) is None
+    assert operators.skip_reason(aten.native_layer_norm.default) is None  # a decomposition counts
+
+
+def test_suites_and_their_errors(tmp_path: Path) -> None:
+    assert operators.load_suite("mlp").log.inputs_for("aten.gelu.default")
+    directory = operators.load_suite(str(PYTORCH_LOGS))
+    assert directory.name == "pytorch_operator_inp_logs" and "aten.tril.default" in directory.operators
+    with pytest.raises(UserError, match="operator_inp_logs/timm_train"):
+        operators.load_suite("timm")
+    with pytest.raises(UserError, match="not a bundled suite"):
+        operators.load_suite("nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"no \*\.txt"):
+        operators.load_suite(str(tmp_path / "empty"))
+
+
+def test_ranked_inputs_prefer_frequent_then_large() -> None:
+    log = parse_log_text(
+        "Operator: aten.relu.default\n"
+        "cnt: 1, ((T([2, 2], f32),), {})\n"
+        "cnt: 1, ((T([64, 64], f32),), {})\n"
+        "cnt: 5, ((T([3], f32),), {})\n"
+    )
+    ranked = operators.rank_inputs(log.inputs_for("aten.relu.default"))
+    assert [item.label for item in ranked] == ["3 f32", "64x64 f32", "2x2 f32"]
+
+
+def test_inductor_config_presets_and_key_values() -> None:
+    assert operators.parse_backend("autotune").config_patches["max_autotune"] is True
+    backend = operators.parse_backend("max_autotune=false,max_autotune_gemm=1")
+    assert backend.config_patches == {"max_autotune": False, "max_autotune_gemm": True}
+    with pytest.raises(UserError, match="no config option 'not_an_option'"):
+        operators.parse_backend("not_an_option=1")
+    with pytest.raises(UserError, match="expected true/false"):
+        operators.parse_backend("max_autotune=maybe")
+    with pytest.raises(UserError, match="not a preset"):
+        operators.parse_backend("fast")
+
+
+# --- statistics and CSV -----------------------------------------------------------
+
+
+def _measurement(eager: float, *compiled: float) -> operators.InputMeasurement:
+    return operators.InputMeasurement("aten.x.default", "in", "f:1", eager, compiled, (1.0,) * len(compiled))
+
+
+def test_quantiles_and_csv_like_operatorbench() -> None:
+    backends = (operators.Backend("inductor"),)
+    results = [_measurement(e, 1.0) for e in (1.0, 2.0, 3.0, 4.0, 5.0)]
+    results.append(operators.InputMeasurement("aten.x.default", "bad", "f:2", error="boom"))
+    summary = operators.summarize("aten.x.default", results, backends, elapsed_s=2.5)
+    assert summary is not None
+    assert summary.speedup_quantiles == ((pytest.approx(1.8), pytest.approx(3.0), pytest.approx(4.2)),)
+    assert summary.mean_seconds == (3.0, 1.0) and summary.measured == 5 and summary.failed == 1
+    text = operators.render_csv([summary], operators.summary_backend_names(backends))
+    rows = list(csv.reader(text.splitlines()))
+    assert rows[0] == ["operator", "inductor 20th", "inductor 50th", "inductor 80th", "elapsed", "eager abs",
+                       "inductor abs"]  # fmt: skip
+    assert rows[1][:4] == ["aten.x.default", "1.800000", "3.000000", "4.200000"]
+    assert operators.summarize("aten.x.default", results[-1:], backends, 1.0) is None
+
+
+def test_two_backends_add_a_ratio_column() -> None:
+    backends = (operators.Backend("inductor"), operators.Backend("autotune"))
+    summary = operators.summarize("aten.x.default", [_measurement(4.0, 2.0, 1.0)], backends, 1.0)
+    assert summary is not None
+    assert summary.backend_names == ("inductor", "autotune", "inductor/autotune")
+    assert [q[1] for q in summary.speedup_quantiles] == [2.0, 4.0, 0.5]
+    assert operators.csv_header(summary.backend_names)[7:10] == [
+        "inductor/autotune 20th",
+        "inductor/autotune 50th",
+        "inductor/autotune 80th",
+    ]
+
+
+def test_accuracy_check_reports_mismatches() -> None:
+    import torch
+
+    item = parse_log_text(TINY_LOG).inputs_for("aten.relu.default")[0]
+    options = operators.MeasureOptions()
+
+    def eager(x: torch.Tensor) -> tuple[torch.Tensor]:
+        return (torch.relu(x),)
+
+    assert operators._check_accuracy(torch.ops.aten.relu.default, item, options, eager, eager) == "ok"
+    wrong = operators._check_accuracy(torch.ops.aten.relu.default, item, options, eager, lambda x: (x + 1,))
+    assert wrong.startswith("mismatch (max abs diff")
+
+
+# --- real measurement ----------------------------------------------------------------
+
+
+def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
+    """One real compile_fx of aten.relu on CPU, accuracy-checked, then timed against eager."""
+    import torch
+
+    log = parse_log_text(TINY_LOG, "tiny.txt")
+    item = log.inputs_for("aten.relu.default")[0]
+    operators.configure_inductor_cache()
+    torch.set_num_threads(1)
+    checked = operators.measure_inputs(
+        [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(accuracy_checking=True)
+    )
+    (result,) = checked
+    assert result.error is None and result.accuracy == "ok"
+    assert result.compile_s[0] > 0
+    (timed,) = operators.measure_inputs(
+        [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(repeats=3, sample_window_s=0.005)
+    )
+    assert timed.ok and timed.accuracy is None
+    assert 0 < timed.eager_s < 0.01 and 0 < timed.compiled_s[0] < 0.01
+    assert math.isfinite(timed.speedups[0])
+
+
+def test_failing_input_is_recorded_and_the_run_goes_on(inductor_cache: Path) -> None:
+    import torch
+
+    log = parse_log_text(
+        "Operator: aten.mm.default\ncnt: 1, ((T([2, 3], f32), T([4, 5], f32)), {})\n"  # shapes do not match
+        "Operator: aten.add.Tensor\ncnt: 1, ((ST([4], f32, torch.sparse_coo, True, 2), 1), {})\n",
+        "bad.txt",
+    )
+    pairs = [
+        (torch.ops.aten.mm.default, log.inputs_for("aten.mm.default")[0]),
+        (torch.ops.aten.add.Tensor, log.inputs_for("aten.add.Tensor")[0]),
+    ]
+    mm, sparse = operators.measure_inputs(pairs, operators.MeasureOptions(repeats=1))
+    assert mm.error and mm.location == "bad.txt:2"
+    assert sparse.error.startswith("unsupported input: bad.txt:4: sparse")
+
+
+def test_cli_writes_operatorbench_csv(
+    tmp_path: Path, inductor_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "my_model.txt"
+    log.write_text(TINY_LOG)
+    code = main(["operators", "--inp-file", str(log), "--repeats", "2", "--output-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    csv_path = tmp_path / "operatorbench_my_model_float32.csv"
+    assert f"Wrote {csv_path}" in out
+    assert "Skipping aten.nll_loss_forward.default: input generator NYI" in out
+    rows = list(csv.DictReader(csv_path.read_text().splitlines()))
+    assert [row["operator"] for row in rows] == ["aten.relu.default"]
+    assert float(rows[0]["inductor 50th"]) > 0 and float(rows[0]["eager abs"]) > 0
+
+
+def test_cli_errors_are_one_line(
+    tmp_path: Path, inductor_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Operator: aten.relu.default\ncnt: 1, ((T([3], f32), open('x')), {})\n")
+    assert main(["operators", "--inp-file", str(bad), "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"benchkit operators: error: {bad}:2: column 24: unknown call open(...) " + (
+        "(only T(...) and ST(...) are allowed)"
+    )
+    assert main(["operators", "--op", "aten.nope.default", "--output-dir", str(tmp_path)]) == 2
+    assert "aten.nope.default" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_without_gpu_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["operators", "--device", "cuda", "--output-dir", str(tmp_path)]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+@needs_cuda
+def test_cuda_timing(inductor_cache: Path) -> None:
+    import torch
+
+    item = parse_log_text(TINY_LOG).inputs_for("aten.relu.default")[0]
+    (result,) = operators.measure_inputs(
+        [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(device="cuda", repeats=2)
+    )
+    assert result.ok and result.eager_s > 0 and result.compiled_s[0] > 0
+
+
+# --- slow: whole files and asv ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pytorch_written_logs_benchmark(tmp_path: Path, inductor_cache: Path) -> None:
+    """Logs in PyTorch's exact format (excerpts of its hf/timm logs) parse and benchmark end to end."""
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchkit.cli",
+            "operators",
+            "--suite",
+            str(PYTORCH_LOGS),
+            "--repeats",
+            "3",
+            "--accuracy-checking",
+            "--output-dir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, BENCHKIT_CACHE_DIR=str(inductor_cache)),
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "operatorbench_pytorch_operator_inp_logs_float32.csv").open()))
+    measured = {row["operator"] for row in rows}
+    expected = {"aten._softmax.default", "aten.gelu.default", "aten.native_layer_norm.default",
+                "aten.relu_.default", "aten.threshold_backward.default", "aten.sum.dim_IntList"}  # fmt: skip
+    assert expected <= measured
+    assert "Skipping aten.convolution.default" in completed.stdout
+    assert "Skipping aten.masked_fill_.Scalar" in completed.stdout
+    assert "Skipping aten.new_empty.default: non-compute" in completed.stdout
+    assert "Accuracy check failed" not in completed.stdout
+
+
+@pytest.mark.slow
+def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
+    completed = subprocess.run(
+        ["asv", "run", "--python=same", "--quick", "--show-stderr", "-b", "operators.aten_relu_default"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, BENCHKIT_CACHE_DIR=str(inductor_cache), BENCHKIT_OPERATOR_ROUNDS="2"),
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    out = completed.stdout
+    for method in ("track_compiled_over_eager", "track_eager_seconds", "track_compiled_seconds",
+                   "track_compile_seconds"):  # fmt: skip
+        assert method in out
+    assert out.count(" ok") >= 4 and "failed" not in out
+    assert "8x64x512 f32" in out
