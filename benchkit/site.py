@@ -225,7 +225,12 @@ def _read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
     for commit in commits:
         raw_commit = objects.get(commit) or b""
         match = re.search(rb"^committer .* (\d+) [+-]\d{4}$", raw_commit, re.M)
-        date = int(match.group(1)) if match else int(repo.get_date(commit) // 1000)
+        if match:
+            date = int(match.group(1))
+        elif git_dir is None:  # a remote repository: asv's mirror knows the date
+            date = int(repo.get_date(commit) // 1000)
+        else:  # a commit outside the history (e.g. `asv run --set-commit-hash`)
+            date = 0
         torch_version, git_version = None, commit
         record = objects.get(f"{commit}:{BUILD_FILE}")
         if record:
@@ -538,7 +543,9 @@ def _build_html(build: Build) -> str:
             f'git_version <a class="upstream" href="{_e(url)}" title="upstream PyTorch commit">'
             f"{_e(build.git_version[:12])}</a>"
         )
-    parts.append(f'<span class="date">{time.strftime("%Y-%m-%d %H:%M", time.gmtime(build.date))} UTC</span>')
+    if build.date:
+        when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(build.date))
+        parts.append(f'<span class="date">{when} UTC</span>')
     return " · ".join(parts)
 
 

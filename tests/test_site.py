@@ -241,6 +241,7 @@ def _assert_clean(browser: Browser, page: str) -> None:
 
 
 COMMITS = 8
+UPSTREAM_2_13 = "https://github.com/pytorch/pytorch/commit/cf30153c4c131c8164ee7798e5022d810682e2cb"
 
 
 @pytest.fixture(scope="module")
@@ -259,6 +260,7 @@ def site_dir(project: Path) -> Path:
 
 
 def _main_commits(project: Path) -> list[str]:
+    """Commits of the history's main branch, oldest first (`project`: its asv.conf.json)."""
     out = subprocess.run(
         ["git", "-C", str(project.parent / "history"), "rev-list", "--reverse", "main"],
         capture_output=True,
@@ -511,3 +513,70 @@ def test_asv_pages_render_offline_with_benchkit_links(
     title = browser.evaluate("document.getElementById('title').textContent")
     assert "instruction_counts.Case" in title
     browser.screenshot(shots / "asv-graph.png")
+
+
+# ------------------------------------------------------- a real asv history
+
+
+REAL_CASES = (
+    r"nn_Modules_(Linear|ReLU)_PYTHON_EAGER_FORWARD_t1_.*\.(time_wall|track_instructions)"
+    r"|operators\.aten_relu_default\."
+)
+
+
+@pytest.mark.slow
+def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
+    """Two real torch builds measured by real asv: the 2.13.0 wheel, then the same wheel with
+    ``nn.Linear.forward`` computing its result twice (tests/test_asv_e2e.py's injected regression).
+    The published site must show the Linear slowdown on the changes page (ReLU is the control),
+    explain an instruction-count change when the suite records them, and show the operator table."""
+    from test_asv_e2e import FAST, LOCAL_WHEEL, slow_linear_wheel
+    from test_asv_e2e import make_project as make_asv_project
+
+    project = make_asv_project(tmp_path / "project", tmp_path / "env")
+    slow = slow_linear_wheel(tmp_path / "pr-wheel")
+    init = project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), str(slow))
+    assert init.returncode == 0, init.stderr
+    project.env["BENCHKIT_OPERATOR_ROUNDS"] = "3"  # the operator table needs numbers, not precision
+    project.asv("run", "ALL", "-b", REAL_CASES, "--machine", "e2e", "--record-samples", *FAST, "-v")
+    published = project.benchkit("publish", "--asv-config", str(project.config))
+    (shots / "real-publish.log").parent.mkdir(parents=True, exist_ok=True)
+    (shots / "real-publish.log").write_text(published.stdout + published.stderr)
+    assert published.returncode == 0, published.stderr
+    html_dir = project.root / "html"
+    commits = _main_commits(project.config)
+    assert len(commits) == 2
+
+    changes = (html_dir / "changes.html").read_text()
+    section = changes.split(f'id="pair-e2e-main-{commits[0][:8]}-{commits[1][:8]}"', 1)[1]
+    section = section.split("</section>", 1)[0]
+    wall = section.split("Wall time (", 1)[1].split("</table>", 1)[0]
+    linear = next(row for row in wall.split("<tr")[1:] if "Modules/Linear | Python" in row)
+    assert linear.startswith(' class="regression"')
+    assert float(re.search(r"×([0-9.]+) \(", linear).group(1)) > 1.5  # type: ignore[union-attr]
+    assert UPSTREAM_2_13 in changes  # the wheel's torch.version.git_version, linked
+    data = site.load_site_data(project.config)
+    has_counts = any(i.key.endswith(".track_instructions") for i in data.benchmarks.values())
+    if has_counts:  # the suite records Callgrind counts: Linear's extra call must be explained
+        assert "Instruction counts (" in section
+        why = re.search(r'<a href="(why/[0-9a-f]+\.html)">where\?</a>', section)
+        assert why, "no why page for the instruction-count change"
+        page = (html_dir / why.group(1)).read_text()
+        assert "Python interpreter" in page and "ATen/c10" in page
+
+    operators = (html_dir / "operators.html").read_text()
+    assert "aten.relu.default" in operators
+    assert operators.count('<section class="ops"') == 2
+
+    browser = Browser()
+    try:
+        for page in ("changes.html", "why.html", "operators.html"):
+            browser.open((html_dir / page).as_uri())
+            _assert_clean(browser, page)
+            browser.screenshot(shots / f"real-{page.replace('.html', '.png')}", full_page=True)
+        for path in sorted((html_dir / "why").glob("*.html"))[:2]:
+            browser.open(path.as_uri())
+            _assert_clean(browser, path.name)
+            browser.screenshot(shots / f"real-why-{path.stem}.png", full_page=True)
+    finally:
+        browser.close()
