@@ -170,10 +170,19 @@ def _benchmark_infos(conf: Any) -> dict[str, BenchmarkInfo]:
         params = [list(map(str, p)) for p in info.get("params") or []]
         param_names = tuple(info.get("param_names") or ())
         pretty = info.get("pretty_name") or key
+        if pretty == key:  # asv's default: the dotted name; say which operator it measures
+            pretty = _operator_pretty_name(key) or key
         for name, combo in check._unrolled(key, params, _combos(params)):
             label = pretty if not combo else f"{pretty} ({', '.join(_unquote(v) for v in combo)})"
             infos[name] = BenchmarkInfo(key, tuple(combo or ()), param_names, label, info.get("unit"))
     return infos
+
+
+def _operator_pretty_name(key: str) -> str | None:
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
+        return None
+    return f"{_operator_names().get(parts[1], parts[1])} [{parts[2]}]"
 
 
 def _combos(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
@@ -456,6 +465,7 @@ class OperatorRow:
     compile_s: float | None
 
 
+@functools.cache
 def _operator_names() -> dict[str, str]:
     """asv class name -> operator name (the class name is the name with dots made underscores)."""
     try:
@@ -750,7 +760,8 @@ def render_why_index(
             if page:
                 target = f'<a href="{_e(page)}">function diff</a>'
             rows.append(
-                f'<tr class="{_slug(c.status)}"><td>{_e(pair.machine)} / {_e(pair.branch)}</td>'
+                f'<tr class="{_slug(c.status)}"><td>{_e(c.status)}</td>'
+                f"<td>{_e(pair.machine)} / {_e(pair.branch)}</td>"
                 f'<td><a href="changes.html#{pair.anchor}">'
                 f"{_e(pair.base.short)} → {_e(pair.head.short)}</a></td>"
                 f"<td>{_e(info.pretty if info else c.name)}</td>"
@@ -769,7 +780,7 @@ def render_why_index(
         )
     if rows:
         body.append(
-            '<table class="sortable"><thead><tr><th>machine / branch</th><th>commits</th>'
+            '<table class="sortable"><thead><tr><th>status</th><th>machine / branch</th><th>commits</th>'
             '<th>benchmark</th><th class="num">ratio</th><th>where</th></tr></thead><tbody>'
             + "\n".join(rows)
             + "</tbody></table>"
@@ -1023,6 +1034,7 @@ def publish(
     # asv only reads the results and writes html/; our pages need the same results but not
     # asv's output, so they are computed while asv publishes and written once it is done.
     proc = _start_asv_publish(conf_path, html_dir.resolve() if html_dir else None)
+    _log(f"asv publish into {target} started; reading results and rendering benchkit's pages meanwhile")
     try:
         data = load_site_data(conf_path, config_path)
         pages, counts = render_pages(data)
