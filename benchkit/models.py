@@ -42,7 +42,9 @@ def _mlp() -> tuple[Any, Any, Any]:
         nn.LayerNorm(512),
         nn.Linear(512, 1024),
         nn.GELU(),
-        nn.Linear(1024, 256),
+        nn.Linear(1024, 768),
+        nn.GELU(),
+        nn.Linear(768, 256),
         nn.ReLU(),
         nn.Linear(256, 10),
     )
@@ -116,7 +118,7 @@ class _EncoderClassifier:
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec("mlp", "4-layer MLP with GELU, LayerNorm and ReLU, batch 64 x 256", _mlp),
+        ModelSpec("mlp", "5-layer MLP with GELU, LayerNorm and ReLU, batch 64 x 256", _mlp),
         ModelSpec(
             "cnn",
             "two ResNet-style conv stages with BatchNorm and max-pooling, batch 8 x 3 x 32 x 32",

@@ -445,7 +445,7 @@ class _Prepared:
     index: int
     operator: Any
     item: OperatorInput
-    calls: list[Callable[[], Any]]
+    models: list[Callable[..., Any]]  # eager graph module first, then one per backend
     compile_s: tuple[float, ...]
     accuracy: str | None
     rounds: list[list[float]] = field(default_factory=list)
@@ -477,19 +477,53 @@ def _prepare(index: int, operator: Any, item: OperatorInput, options: MeasureOpt
     accuracy = None
     if options.accuracy_checking:
         accuracy = "; ".join(_check_accuracy(operator, item, options, gm, model) for model in models[1:])
-    calls = [functools.partial(model, *gm_args) for model in models]
-    return _Prepared(index, operator, item, calls, tuple(compile_seconds), accuracy)
+    return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy)
 
 
 def _time_round(prepared: _Prepared, options: MeasureOptions) -> list[float]:
+    """One sample per model, on freshly made inputs (same values, new memory).
+
+    Where a tensor lands in memory shifts a small op's time by several percent
+    (alignment, page faults on fresh pages); new inputs each round let the
+    fastest-round statistic see many placements instead of one per process.
+    """
+    graph_inputs = _fresh_graph_inputs(prepared.item, options)
+    calls = [functools.partial(model, *graph_inputs) for model in prepared.models]
     if options.device == "cuda":
         # As operatorbench: each round times every model back to back.
         seconds = []
-        for index, call in enumerate(prepared.calls):
+        for index, call in enumerate(calls):
             with _record_function(f"model_{index}", options.profile):
                 seconds.append(_seconds_cuda(call))
         return seconds
-    return _median_seconds_cpu(prepared.calls, options.sample_window_s)
+    return _median_seconds_cpu(calls, options.sample_window_s)
+
+
+_ALLOCATOR_PINNED = False
+
+
+def _keep_allocations_off_fresh_pages() -> None:
+    """Stop glibc from mmap-ing (and trimming) blocks up to 32 MB, once per process.
+
+    By default glibc serves a large block with fresh pages from the kernel and
+    moves that threshold as the process runs, so whether an op's output costs
+    dozens of page faults drifts from call to call and from process to process.
+    That cost lands on eager and compiled alike and drowns the kernels'
+    difference; with reuse of freed memory every call sees warm pages.
+    """
+    global _ALLOCATOR_PINNED
+    if _ALLOCATOR_PINNED or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
+        libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024)
+        libc.mallopt(m_trim_threshold, 1 << 30)
+    except (OSError, AttributeError):
+        return  # not glibc: its allocator keeps its own policy
+    _ALLOCATOR_PINNED = True
 
 
 def measure_inputs(
@@ -508,6 +542,7 @@ def measure_inputs(
     ever adds time), so results depend on the machine's quiet moments, not on
     how busy it was on average. Failures become error results; the rest go on.
     """
+    _keep_allocations_off_fresh_pages()
     results: list[InputMeasurement | None] = [None] * len(pairs)
     prepared: list[_Prepared] = []
     for index, (operator, item) in enumerate(pairs):
