@@ -425,28 +425,45 @@ def explain(
     return Explanation(diff, tuple((g, b, h) for g, (b, h) in totals.items()))
 
 
+# (group, pattern over the function's name, pattern over its file and object), checked in
+# order. Names are matched without their argument lists: `at::empty_generic(..., c10::Allocator*)`
+# is ATen, not the allocator.
 FUNCTION_GROUPS = (
-    ("allocator", re.compile(
-        r"\b(malloc|free|calloc|realloc|cfree|posix_memalign|memalign|aligned_alloc|sysmalloc|"
-        r"_int_malloc|_int_free|_int_realloc|malloc_consolidate|tcache_\w+|arena_\w+|je_\w+|tc_\w+|"
-        r"operator new|operator delete|alloc_cpu|free_cpu|\w*Allocator\w*|PyMem_\w+|PyObject_Malloc|"
-        r"PyObject_Free|_PyObject_Malloc|_PyObject_Free|pymalloc\w*)\b"
-    )),
-    ("Python interpreter", re.compile(
-        r"(\b_?Py[A-Z]\w*|\b_Py\w+|\bceval\b|libpython|/Python/|/Objects/|cpython)"
-    )),
-    ("ATen/c10", re.compile(r"(\bat::|\bc10::|\bcaffe2::|/aten/|/ATen/|/c10/|libc10\b)")),
-    ("torch bindings, autograd, JIT", re.compile(r"(\btorch::|\bpybind11::|\bTHP\w+|libtorch_python)")),
+    ("allocator",
+     r"^(malloc|free|cfree|calloc|realloc|posix_memalign|memalign|aligned_alloc|sysmalloc|_int_\w+|"
+     r"malloc_\w+|unlink_chunk|tcache_\w+|arena_\w+|je_\w+|tc_\w+|operator new|operator delete|PyMem_\w+|"
+     r"_?PyObject_(Malloc|Calloc|Realloc|Free)|pymalloc_\w+)$|(^|::)(alloc_cpu|free_cpu)$|Allocator\w*::",
+     r"(^|/)(malloc|obmalloc|arena|CPUAllocator|alloc_cpu)\.(c|cpp)$|/malloc/|libjemalloc|libtcmalloc"),
+    ("Python interpreter",
+     r"^_?Py[A-Z_]\w*|^_Py",
+     r"(^|/)(Objects|Python|Include|Modules|Parser)/|libpython"),
+    ("torch bindings, autograd, JIT",
+     r"^(torch::|pybind11::|THP)",
+     r"(^|/)torch/csrc/|libtorch_python"),
+    ("ATen/c10",
+     r"(^|[\s<,])(at|c10|caffe2)::",
+     r"(^|/)(aten|ATen|c10)/|libc10\b"),
+    ("math libraries (MKL, oneDNN, OpenMP, Sleef)",
+     r"^(mkl_|MKL_|dnnl|mkldnn|cblas_|[sd]gemm|Sleef_|__kmp|omp_|GOMP_|gomp_)",
+     r"libmkl|libdnnl|libgomp|libiomp|libsleef|/(mkl|ideep|onednn|sleef)/"),
 )  # fmt: skip
 OTHER_GROUP = "other"
-GROUP_ORDER = (*(group for group, _ in FUNCTION_GROUPS), OTHER_GROUP)
+GROUP_ORDER = (*(group for group, _, _ in FUNCTION_GROUPS), OTHER_GROUP)
+_COMPILED_GROUPS = tuple((g, re.compile(n), re.compile(w)) for g, n, w in FUNCTION_GROUPS)
+# Callgrind's "file:symbol [object]"; the file is absent when `symbol` starts right away (`at::f`).
+_FUNCTION = re.compile(r"^(?:(?P<file>[^:]*?):(?!:))?(?P<symbol>.*?)(?: \[(?P<object>[^\]]*)\])?$")
 
 
 @functools.lru_cache(maxsize=65536)
 def function_group(function: str) -> str:
-    """Where a function's instructions belong; the allocator wins over the library it lives in."""
-    for group, pattern in FUNCTION_GROUPS:
-        if pattern.search(function):
+    """Where a function's instructions belong (the allocator wins over the library it lives in)."""
+    match = _FUNCTION.match(function)
+    assert match is not None  # every string matches
+    symbol = match.group("symbol").replace("(anonymous namespace)", "{anonymous}")
+    name = re.sub(r"'\d+$", "", symbol.split("(", 1)[0]).strip()  # no arguments, no recursion mark
+    where = " ".join(filter(None, (match.group("file"), match.group("object"))))
+    for group, name_pattern, where_pattern in _COMPILED_GROUPS:
+        if name_pattern.search(name) or where_pattern.search(where):
             return group
     return OTHER_GROUP
 
