@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -587,5 +588,85 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
             browser.open(path.as_uri())
             _assert_clean(browser, path.name)
             browser.screenshot(shots / f"real-why-{path.stem}.png", full_page=True)
+    finally:
+        browser.close()
+
+
+DEMO_DEFINITIONS = """
+from benchkit.api import GroupedSetup, GroupedStmts
+
+BENCHMARKS = {{"site demo": {{"linear": GroupedStmts(
+    py_stmt={stmt!r},
+    setup=GroupedSetup(py_setup="model = torch.nn.Linear(64, 64)\\nx = torch.ones((8, 64))"),
+    num_threads=1,
+)}}}}
+"""
+
+
+@pytest.mark.slow
+def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> None:
+    """Real Callgrind profiles (`benchkit counts --profile`, real torch, real valgrind) of one case
+    whose statement runs ``nn.Linear`` once, then twice plus an add, stand for two commits of a
+    history; the why page must put the extra work where it happens."""
+    from asv.results import Results
+    from asv.runner import BenchmarkResult
+
+    counted = {}
+    for version, stmt in {"base": "y = model(x)", "head": "y = model(x)\ny = model(x) + 1"}.items():
+        definitions = tmp_path / f"defs_{version}.py"
+        definitions.write_text(DEMO_DEFINITIONS.format(stmt=stmt))
+        out = tmp_path / f"{version}.json.gz"
+        run = subprocess.run(
+            [sys.executable, "-m", "benchkit.cli", "counts", "--definitions", str(definitions),
+             "--filter", "site demo", "--profile", str(out)],
+            env={**os.environ, "BENCHKIT_STANDARD": "0"}, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        counted[version] = out
+    key = "site demo/linear | Python | Eager | Forward | 1 thread(s)"
+    cases = {v: profiles.load_profile(p).cases[key] for v, p in counted.items()}
+
+    conf = bench_publish.make_project(tmp_path / "project", commits=2, benchmarks=8, with_profiles=False)
+    results_dir = tmp_path / "project" / "results"
+    name = "instruction_counts.site_demo_linear.track_instructions"
+    spec = {"name": name, "unit": "instructions", "type": "track", "params": [], "param_names": [],
+            "pretty_name": f"{key} [track_instructions]", "version": "v1"}  # fmt: skip
+    benchmarks_json = json.loads((results_dir / "benchmarks.json").read_text())
+    benchmarks_json[name] = spec
+    (results_dir / "benchmarks.json").write_text(json.dumps(benchmarks_json))
+    for commit, version in zip(_main_commits(conf), ("base", "head"), strict=True):
+        [path] = (results_dir / bench_publish.MACHINE).glob(f"{commit[:8]}-*.json")
+        result = Results.load(str(path))
+        value = cases[version].instructions
+        result.add_result(spec, BenchmarkResult([value], [None], [None], 0, "", None), record_samples=True)
+        result.save(str(results_dir))
+        stored = results_dir / bench_publish.MACHINE / profiles.PROFILE_DIR
+        stored.mkdir(parents=True, exist_ok=True)
+        shutil.copy(counted[version], stored / f"{commit}-{result.env_name}{profiles.SUFFIX}")
+
+    html_dir = site.publish(conf)
+    changes = (html_dir / "changes.html").read_text()
+    row = r'title="instruction_counts\.site_demo_linear\.track_instructions">.*?<a href="(why/\w+\.html)"'
+    why = re.search(row, changes, re.S)
+    assert why, "the doubled Linear call should be an instruction-count regression with a why page"
+    page = (html_dir / why.group(1)).read_text()
+    totals = {
+        group: float(after.replace(",", "")) - float(before.replace(",", ""))
+        for group, before, after in re.findall(
+            r'<tr><td><a href="#[^"]+">([^<]+)</a></td><td class="num">([\d,.]+)</td>'
+            r'<td class="num">([\d,.]+)</td>',
+            page,
+        )
+    }
+    # A second Linear call is more interpreter work, more dispatcher/ATen work and a second sgemm.
+    assert set(totals) == set(site.GROUP_ORDER)
+    for group in ("Python interpreter", "ATen/c10", "math libraries (MKL, oneDNN, OpenMP, Sleef)"):
+        assert totals[group] > 1000, (group, totals)
+    assert "_PyEval_EvalFrameDefault" in page and "at::" in page
+    browser = Browser()
+    try:
+        browser.open((html_dir / why.group(1)).as_uri())
+        _assert_clean(browser, why.group(1))
+        browser.screenshot(shots / "real-profile-why.png", full_page=True)
     finally:
         browser.close()
