@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import dataclasses
 import gc
 import importlib.machinery
@@ -75,7 +74,7 @@ import textwrap
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -217,63 +216,99 @@ def standardize(counts: Mapping[str, int]) -> dict[str, int]:
 # =============================================================================
 
 
+CONTROL_MODULE = "benchkit_callgrind_control"
+
+
 def _control_source() -> str:
+    """A minimal CPython extension for the client requests torch does not expose.
+
+    Why not torch's ``_valgrind_toggle``: callgrind keeps the collect flag per
+    thread, so toggling counts only the calling thread and misses the work of
+    intra-op threads (a 2-thread matmul counted half). Instead collection is on
+    for every thread and a measured region is ``zero()`` ... ``dump_*()``.
+    METH_NOARGS functions: a few dozen instructions per call, not ctypes' thousands.
+    """
     return textwrap.dedent(
-        """\
+        f"""\
+        #define PY_SSIZE_T_CLEAN
+        #include <Python.h>
         #include "callgrind.h"
-        void benchkit_start_instrumentation(void) { CALLGRIND_START_INSTRUMENTATION; }
-        void benchkit_dump(const char* name) { CALLGRIND_DUMP_STATS_AT(name); }
-        int benchkit_running_on_valgrind(void) { return RUNNING_ON_VALGRIND; }
-        void benchkit_discard_translations(void) {
+
+        #define NOARGS(name) static PyObject* name(PyObject* self, PyObject* unused)
+        NOARGS(zero) {{ CALLGRIND_ZERO_STATS; Py_RETURN_NONE; }}
+        NOARGS(dump_probe) {{ CALLGRIND_DUMP_STATS_AT("probe"); Py_RETURN_NONE; }}
+        NOARGS(dump_repeat) {{ CALLGRIND_DUMP_STATS_AT("repeat"); Py_RETURN_NONE; }}
+        NOARGS(start_instrumentation) {{ CALLGRIND_START_INSTRUMENTATION; Py_RETURN_NONE; }}
+        NOARGS(discard_translations) {{
           VALGRIND_DISCARD_TRANSLATIONS(0x1000, ~(unsigned long)0xfff);
-        }
+          Py_RETURN_NONE;
+        }}
+        NOARGS(running_on_valgrind) {{ return PyLong_FromLong(RUNNING_ON_VALGRIND); }}
+
+        static PyMethodDef methods[] = {{
+          {{"zero", zero, METH_NOARGS, NULL}},
+          {{"dump_probe", dump_probe, METH_NOARGS, NULL}},
+          {{"dump_repeat", dump_repeat, METH_NOARGS, NULL}},
+          {{"start_instrumentation", start_instrumentation, METH_NOARGS, NULL}},
+          {{"discard_translations", discard_translations, METH_NOARGS, NULL}},
+          {{"running_on_valgrind", running_on_valgrind, METH_NOARGS, NULL}},
+          {{NULL, NULL, 0, NULL}},
+        }};
+        static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{CONTROL_MODULE}", NULL, -1, methods}};
+        PyMODINIT_FUNC PyInit_{CONTROL_MODULE}(void) {{ return PyModule_Create(&module); }}
         """
     )
 
 
+def _load_extension(name: str, path: str) -> Any:
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
 def _python_loop(stmt: str, setup: str, torch: Any) -> tuple[Callable[..., None], dict[str, Any]]:
     """Setup's variables become the loop function's parameters (fast locals), as in
-    timeit's template and `benchkit.timing`; the collect toggles are the first and
-    last thing in the function, so the call into it is not counted."""
+    timeit's template and `benchkit.timing`; the region starts and ends inside the
+    function, so the call into it is not counted."""
     namespace: dict[str, Any] = {"torch": torch}
     exec(compile(setup, "<setup>", "exec"), namespace)
     names = [k for k in namespace if k.isidentifier() and not k.startswith("__")]
     source = (
-        f"def _benchkit_loop(_benchkit_iterations, _benchkit_toggle, {', '.join(names)}):\n"
-        "    _benchkit_toggle()\n"
+        f"def _benchkit_loop(_benchkit_iterations, _benchkit_begin, _benchkit_end, {', '.join(names)}):\n"
+        "    _benchkit_begin()\n"
         "    for _ in _benchkit_iterations:\n"
         f"{textwrap.indent(stmt, ' ' * 8)}\n"
-        "    _benchkit_toggle()\n"
+        "    _benchkit_end()\n"
     )
     code: dict[str, Any] = {}
     exec(compile(source, "<stmt>", "exec"), namespace, code)
     return code["_benchkit_loop"], {name: namespace[name] for name in names}
 
 
-def _count_python(spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any) -> None:
+def _count_python(
+    spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any, phases: dict[str, float]
+) -> None:
     loop, values = _python_loop(spec["stmt"], spec["setup"], torch)
-    no_toggle = int  # a builtin that takes no arguments: the warm-up collects nothing
-    toggle = torch._C._valgrind_toggle
+    phases["setup"] = time.monotonic()
+    nothing = int  # a builtin taking no arguments: warm-up rounds measure nothing
     gc.collect()
     gc.disable()
-    loop(itertools.repeat(None, spec["warmup"]), no_toggle, **values)
-    ctl.benchkit_start_instrumentation()
-    loop(itertools.repeat(None, 1), toggle, **values)
-    ctl.benchkit_dump(b"probe")
+    loop(itertools.repeat(None, spec["warmup"]), nothing, nothing, **values)
+    phases["warmup"] = time.monotonic()
+    ctl.start_instrumentation()
+    loop(itertools.repeat(None, 1), ctl.zero, ctl.dump_probe, **values)
     number = after_probe()
     if number > 1:
-        loop(itertools.repeat(None, number), no_toggle, **values)
+        loop(itertools.repeat(None, number), nothing, nothing, **values)
     for _ in range(spec["repeats"]):
-        loop(itertools.repeat(None, number), toggle, **values)
-        ctl.benchkit_dump(b"repeat")
+        loop(itertools.repeat(None, number), ctl.zero, ctl.dump_repeat, **values)
 
 
 def _count_cpp(spec: dict[str, Any], after_probe: Callable[[], int]) -> None:
-    loader = importlib.machinery.ExtensionFileLoader(spec["module"], spec["library"])
-    module_spec = importlib.util.spec_from_file_location(spec["module"], spec["library"], loader=loader)
-    assert module_spec is not None
-    module = importlib.util.module_from_spec(module_spec)
-    loader.exec_module(module)
+    module = _load_extension(spec["module"], spec["library"])
     gc.collect()
     gc.disable()
     getattr(module, spec["function"])(spec["warmup"], spec["repeats"], after_probe)
@@ -289,6 +324,7 @@ def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
     result: dict[str, Any]
     started = time.monotonic()
     state: dict[str, Any] = {}
+    phases: dict[str, float] = {}  # when each step ended, for --keep-files diagnostics
     try:
         spec = json.loads((case_dir / f"{index}.json").read_text())
         dump_prefix = str(root / f"cg.{os.getpid()}")
@@ -297,12 +333,12 @@ def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
             probe = read_total(f"{dump_prefix}.1")
             state["probe"] = probe
             state["number"] = choose_number(probe)
-            state["measure_start"] = time.monotonic()
+            phases["probe"] = time.monotonic()
             return int(state["number"])
 
         torch.set_num_threads(spec["num_threads"])
         if spec["language"] == "PYTHON":
-            _count_python(spec, ctl, after_probe, torch)
+            _count_python(spec, ctl, after_probe, torch, phases)
         else:
             _count_cpp(spec, after_probe)
         dumps = [f"{dump_prefix}.{i + 2}" for i in range(spec["repeats"])]
@@ -314,7 +350,7 @@ def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
             "number": state["number"],
             "probe": state["probe"],
             "dumps": dumps,
-            "setup_seconds": state["measure_start"] - started,
+            "phases": {name: round(t - started, 3) for name, t in phases.items()},
             "seconds": time.monotonic() - started,
         }
     except BaseException:
@@ -339,10 +375,12 @@ def _template_main(root: Path, control_library: str) -> None:
     """
     import torch
 
-    ctl = ctypes.CDLL(control_library)
-    ctl.benchkit_dump.argtypes = [ctypes.c_char_p]
+    # Children's gc.collect() need not walk the objects of the torch import.
+    gc.collect()
+    gc.freeze()
+    ctl = _load_extension(CONTROL_MODULE, control_library)
     info = {
-        "running_on_valgrind": bool(ctl.benchkit_running_on_valgrind()),
+        "running_on_valgrind": bool(ctl.running_on_valgrind()),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
         "torch_git": getattr(torch.version, "git_version", ""),
@@ -350,7 +388,7 @@ def _template_main(root: Path, control_library: str) -> None:
     }
     # Children start instrumentation, which discards every translation; with
     # none inherited that costs milliseconds instead of a second per case.
-    ctl.benchkit_discard_translations()
+    ctl.discard_translations()
     os.write(1, f"ready {json.dumps(info)}\n".encode())
     stdin = sys.stdin.buffer
     while True:
@@ -436,27 +474,30 @@ def _valgrind_headers() -> Path:
 
 
 def build_control_library() -> Path:
-    """The tiny C library the worker calls through ctypes for what torch does not
-    expose (start instrumentation, named dumps, discard translations). Cached by content."""
+    """Compile the control extension (`_control_source`) for this Python; cached by content."""
+    import sysconfig
+
     from benchkit.util import atomic_path, cache_dir, content_key
 
     headers = _valgrind_headers()
+    python_include = sysconfig.get_paths()["include"]
     source = _control_source()
     header_text = (headers / "callgrind.h").read_text() + (headers / "valgrind.h").read_text()
-    directory = cache_dir("callgrind", "control", content_key(source, header_text))
-    library = directory / "libbenchkit_callgrind.so"
+    key = content_key(source, header_text, sys.version, python_include)
+    directory = cache_dir("callgrind", "control", key)
+    library = directory / f"{CONTROL_MODULE}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
     if library.exists():
         return library
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise ValgrindUnavailable("no C compiler (cc/gcc) to build the callgrind control library")
+        raise ValgrindUnavailable("no C compiler (cc/gcc) to build the callgrind control extension")
     source_path = directory / "control.c"
     source_path.write_text(source)
     with atomic_path(library) as tmp:
-        cmd = [compiler, "-O2", "-shared", "-fPIC", f"-I{headers}", str(source_path), "-o", str(tmp)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        cmd = [compiler, "-O2", "-shared", "-fPIC", f"-I{headers}", f"-I{python_include}"]
+        done = subprocess.run([*cmd, str(source_path), "-o", str(tmp)], capture_output=True, text=True)
         if done.returncode:
-            raise ValgrindUnavailable(f"building the callgrind control library failed:\n{done.stderr}")
+            raise ValgrindUnavailable(f"building the callgrind control extension failed:\n{done.stderr}")
     return library
 
 
@@ -474,28 +515,25 @@ _COUNT_PRELUDE = """\
 # probe's dump and returns the executions per repeat.
 _COUNT_FUNCTION = """
 void {name}(int64_t warmup, int64_t repeats, const std::function<int64_t()>& after_probe) {{
+  // As in C++ programs (autograd refuses to run under the GIL); pybind11 takes
+  // the GIL back to call `after_probe`.
+  pybind11::gil_scoped_release no_gil;
   torch::set_num_threads({threads});
 {setup}
-  for (int64_t benchkit_i = 0; benchkit_i < warmup; benchkit_i++) {{
+  // One copy of the statement (compile time), called from every loop.
+  auto benchkit_stmt = [&]() {{
 {stmt}
-  }}
+  }};
+  for (int64_t benchkit_i = 0; benchkit_i < warmup; benchkit_i++) benchkit_stmt();
   CALLGRIND_START_INSTRUMENTATION;
-  CALLGRIND_TOGGLE_COLLECT;
-  {{
-{stmt}
-  }}
-  CALLGRIND_TOGGLE_COLLECT;
+  CALLGRIND_ZERO_STATS;
+  benchkit_stmt();
   CALLGRIND_DUMP_STATS_AT("probe");
   const int64_t number = after_probe();
-  for (int64_t benchkit_i = 0; benchkit_i < (number > 1 ? number : 0); benchkit_i++) {{
-{stmt}
-  }}
+  for (int64_t benchkit_i = 0; benchkit_i < (number > 1 ? number : 0); benchkit_i++) benchkit_stmt();
   for (int64_t benchkit_r = 0; benchkit_r < repeats; benchkit_r++) {{
-    CALLGRIND_TOGGLE_COLLECT;
-    for (int64_t benchkit_i = 0; benchkit_i < number; benchkit_i++) {{
-{stmt}
-    }}
-    CALLGRIND_TOGGLE_COLLECT;
+    CALLGRIND_ZERO_STATS;
+    for (int64_t benchkit_i = 0; benchkit_i < number; benchkit_i++) benchkit_stmt();
     CALLGRIND_DUMP_STATS_AT("repeat");
   }}
 }}
@@ -527,7 +565,8 @@ def _shard_class() -> type[Shard]:
                     for s in self.snippets
                 ]
                 exports = "\n".join(
-                    f'  m.def("{_count_function_name(s)}", &{_count_function_name(s)});' for s in self.snippets
+                    f'  m.def("{_count_function_name(s)}", &{_count_function_name(s)});'
+                    for s in self.snippets
                 )
                 prelude = _COUNT_PRELUDE.format(callgrind_h=_valgrind_headers() / "callgrind.h")
                 return (
@@ -698,6 +737,10 @@ class _Batch:
     case_timeout: float
     progress: Callable[[str], None]
     results: dict[int, CaseCount] = dataclasses.field(default_factory=dict)
+    # (index, wait status, child pid, seconds, note) of cases whose dumps await parsing
+    finished: queue.Queue[tuple[int, int | None, int, float, str] | None] = dataclasses.field(
+        default_factory=queue.Queue
+    )
     done: int = 0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     started: float = dataclasses.field(default_factory=time.monotonic)
@@ -710,7 +753,9 @@ class _Batch:
             if count.status == "ok":
                 what = f"{count.instructions:,.1f}"
             else:
-                what = f"{count.status.upper()}: {count.error.strip().splitlines()[-1] if count.error else ''}"
+                what = (
+                    f"{count.status.upper()}: {count.error.strip().splitlines()[-1] if count.error else ''}"
+                )
             self.progress(
                 f"[{self.done:>{len(str(len(self.cases)))}}/{len(self.cases)} {elapsed:5.0f}s] "
                 f"{self.cases[index].key}: {what}"
@@ -797,7 +842,8 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
                         os.kill(pid, signal.SIGKILL)
                 template.close()
                 template = None
-            batch.record(index, _outcome(batch, index, status, pid, time.monotonic() - start, note))
+            # Parsed by another thread: this template goes on with the next case meanwhile.
+            batch.finished.put((index, status, pid, time.monotonic() - start, note))
     finally:
         if template is not None:
             template.close()
@@ -823,8 +869,8 @@ def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[st
             except TorchScriptUnavailable as e:
                 preset[index] = CaseCount(case.key, "skipped", error=str(e))
                 continue
+        # Only what the child needs: equal cases get byte-identical specs (and counts).
         spec: dict[str, Any] = {
-            "key": case.key,
             "language": args.language.name,
             "num_threads": args.num_threads,
             "warmup": WARMUP,
@@ -904,7 +950,7 @@ def collect(
             shutil.which("valgrind") or "valgrind",
             "--tool=callgrind",
             "--instr-atstart=no",
-            "--collect-atstart=no",
+            "--collect-atstart=yes",
             "--dump-line=no",
             f"--callgrind-out-file={root}/cg.%p",
             f"--log-file={root}/valgrind.%p.log",
@@ -929,13 +975,25 @@ def collect(
             except BaseException as e:  # surfaced after the other workers finish
                 errors.append(e)
 
+        def parser() -> None:
+            while (item := batch.finished.get()) is not None:
+                index, status, pid, seconds, note = item
+                try:
+                    count = _outcome(batch, index, status, pid, seconds, note)
+                except Exception:  # a dump we cannot read fails its case, not the batch
+                    count = CaseCount(cases[index].key, "failed", error=traceback.format_exc())
+                batch.record(index, count)
+
         if runnable:
             progress(f"counting {len(runnable)} case(s) with {jobs} valgrind worker(s)...")
             threads = [threading.Thread(target=worker) for _ in range(jobs)]
-            for thread in threads:
+            parse_thread = threading.Thread(target=parser)
+            for thread in [*threads, parse_thread]:
                 thread.start()
             for thread in threads:
                 thread.join()
+            batch.finished.put(None)
+            parse_thread.join()
         if errors and not any(infos):
             raise errors[0]
         for index in range(len(cases)):
@@ -1055,9 +1113,7 @@ def _asv_batch(cases: Sequence[Case]) -> dict[str, Any]:
 def counts_json(result: BatchResult) -> dict[str, Any]:
     """``{case key: {"instructions": N, ...}}`` with the batch's CPU capability on each."""
     capability = result.metadata.get("cpu_capability_under_valgrind")
-    return {
-        key: {**count.summary(), "cpu_capability": capability} for key, count in result.counts.items()
-    }
+    return {key: {**count.summary(), "cpu_capability": capability} for key, count in result.counts.items()}
 
 
 def _cmd_counts(args: argparse.Namespace) -> int:

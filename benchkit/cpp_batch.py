@@ -197,7 +197,7 @@ def build_all(
                     progress(f"C++ shard {shard.name} failed to compile; compiling its cases one by one")
                 for snippet in shard.snippets:
                     try:
-                        build(Shard(shard.global_setup, (snippet,)))
+                        build(dataclasses.replace(shard, snippets=(snippet,)))
                     except CompileError as single_error:
                         errors[snippet.key] = str(single_error)
         if progress:

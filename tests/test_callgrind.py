@@ -1,0 +1,213 @@
+"""Instruction counts through real valgrind, torch and g++.
+
+One small batch (`real_batch`, shared with test_profiles.py) carries the
+representative path: Python and C++ cases, the same case at two positions,
+and three faulty cases (a segfault, a hang, an exception) that must each cost
+only themselves. Whole-suite timings and the A/A spread are measured by
+scripts/bench_callgrind.py, not here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchkit import callgrind_track as ct
+from benchkit.api import TimerArgs
+from benchkit.expand import materialize
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCHKIT = [sys.executable, "-m", "benchkit.cli"]
+LS = ["ls", "-la", "/usr/lib"]  # a small real program to profile
+needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+
+SETUP = "x = torch.ones(4, 4)"
+CASES = {
+    "add": TimerArgs("x + 1", SETUP),
+    "add again": TimerArgs("x + 1", SETUP),  # same work elsewhere in the batch: same count
+    "add and mul": TimerArgs("x + 1\nx.mul(2)", SETUP),
+    "cpp add": TimerArgs("x + 1;", "auto x = torch::ones({4, 4});", language="cpp"),
+    "segfault": TimerArgs("ctypes.string_at(0)", "import ctypes"),
+    "hang": TimerArgs("while True:\n    pass"),
+    "raises": TimerArgs("raise ValueError('broken on purpose')"),
+}
+CASE_TIMEOUT = 25.0
+
+
+@functools.cache
+def real_batch() -> ct.BatchResult:
+    return ct.collect(materialize(CASES), case_timeout=CASE_TIMEOUT, progress=lambda m: print(m))
+
+
+def count(label: str) -> ct.CaseCount:
+    result = real_batch()
+    (key,) = [k for k in result.counts if k.startswith(f"{label} |")]
+    return result.counts[key]
+
+
+def test_choose_number_is_a_power_of_two_near_the_target() -> None:
+    assert ct.choose_number(ct.TARGET_REPEAT_INSTRUCTIONS * 10) == 1
+    assert ct.choose_number(0) == ct.MAX_NUMBER
+    for probe in (1_000, 15_000, 20_000, 333_333):
+        number = ct.choose_number(probe)
+        assert number & (number - 1) == 0
+        assert number * probe <= ct.TARGET_REPEAT_INSTRUCTIONS < 2 * number * probe or number == ct.MAX_NUMBER
+
+
+def _annotate(path: Path) -> dict[str, int]:
+    out = subprocess.run(
+        ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--show-percs=no", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    body = out.split("file:function", 1)[1].splitlines()[2:]
+    counts = {}
+    for line in body:
+        match = re.match(r"^\s*([0-9,]+)\s+(.+)$", line)
+        if match is None:
+            break
+        counts[match.group(2)] = int(match.group(1).replace(",", ""))
+    return counts
+
+
+def _without_object(counts: dict[str, int]) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for name, value in counts.items():
+        bare = re.sub(r" \[[^\]]*\]$", "", name)
+        merged[bare] = merged.get(bare, 0) + value
+    return merged
+
+
+@needs_valgrind
+@pytest.mark.parametrize("dump_line", ["no", "yes"])
+def test_dump_parser_agrees_with_callgrind_annotate(tmp_path: Path, dump_line: str) -> None:
+    out = tmp_path / "callgrind.out"
+    subprocess.run(
+        ["valgrind", "--tool=callgrind", f"--dump-line={dump_line}", f"--callgrind-out-file={out}", *LS],
+        capture_output=True,
+        check=True,
+    )
+    ours = ct.read_function_counts(out)
+    assert len(ours) > 50
+    assert sum(ours.values()) == ct.read_total(out)
+    # callgrind_annotate merges a file:function found in two objects (e.g. libc and
+    # ld.so built from the same source file) and shows one object; compare without it.
+    assert _without_object(ours) == _without_object(_annotate(out))
+
+
+@needs_valgrind
+def test_python_and_cpp_cases_are_counted() -> None:
+    add, add_mul, cpp = count("add"), count("add and mul"), count("cpp add")
+    for case in (add, add_mul, cpp):
+        assert case.status == "ok", case.error
+        assert case.number >= 1 and len(case.repeat_totals) == ct.REPEATS
+        # per execution, from the median repeat; repeats agree closely
+        assert case.instructions == sorted(case.repeat_totals)[1] / case.number
+        assert max(case.repeat_totals) <= 1.02 * min(case.repeat_totals)
+        assert sum(case.functions.values()) == sorted(case.repeat_totals)[1]
+    # An eager add from Python costs thousands of instructions; the same add in C++ fewer.
+    assert 3_000 < cpp.instructions < add.instructions < 100_000
+    assert add_mul.instructions > add.instructions * 1.3
+    # Profiles are standardized function names (no library suffix, no build prefix).
+    assert not any(name.endswith("]") for name in add.functions)
+    assert any("ceval.c" in name for name in add.functions)
+    assert any("add" in name for name in cpp.functions)
+
+
+@needs_valgrind
+def test_a_case_counts_the_same_wherever_it_runs_in_the_batch() -> None:
+    assert count("add").repeat_totals == count("add again").repeat_totals
+
+
+@needs_valgrind
+def test_crash_hang_and_exception_cost_only_their_own_case() -> None:
+    segfault, hang, raises = count("segfault"), count("hang"), count("raises")
+    assert segfault.status == "failed" and "SIGSEGV" in segfault.error
+    assert hang.status == "failed" and f"timed out after {CASE_TIMEOUT:.0f}s" in hang.error
+    assert raises.status == "failed" and "ValueError: broken on purpose" in raises.error
+    ok = [c for c in real_batch().counts.values() if c.status == "ok"]
+    assert len(ok) == 4
+
+
+@needs_valgrind
+def test_metadata_records_what_valgrind_emulates() -> None:
+    meta = real_batch().metadata
+    assert meta["valgrind"].startswith("valgrind-")
+    # valgrind emulates at most AVX2, whatever the host has.
+    assert meta["cpu_capability_under_valgrind"] in ("DEFAULT", "AVX2", "ZVECTOR", "VSX")
+    assert meta["cpu_capability_native"]
+    summary = ct.counts_json(real_batch())
+    (add_key,) = [k for k in summary if k.startswith("add |")]
+    assert summary[add_key]["instructions"] == count("add").instructions
+    assert summary[add_key]["cpu_capability"] == meta["cpu_capability_under_valgrind"]
+
+
+def _env_without_valgrind(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    return {**os.environ, "PATH": str(bin_dir)}
+
+
+def test_no_valgrind_is_one_clear_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*BENCHKIT, "counts", "--filter", "^empty/"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=_env_without_valgrind(tmp_path),
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert "benchkit counts: error: valgrind is not installed" in done.stderr
+
+
+def test_asv_instruction_benchmarks_skip_without_valgrind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+
+    monkeypatch.setenv("PATH", _env_without_valgrind(tmp_path)["PATH"])
+    cases = materialize({"add": CASES["add"]})
+    metric = ct.InstructionCountMetric(cases)
+    method = metric.make_method(cases[0])
+    assert method.unit == "instructions"  # type: ignore[attr-defined]
+    assert method.setup_cache.timeout >= ct.suite_timeout(1)  # type: ignore[attr-defined]
+    batch = method.setup_cache()  # type: ignore[attr-defined]
+    assert "valgrind is not installed" in batch["unavailable"]
+    with pytest.raises(SkipNotImplemented, match="valgrind is not installed"):
+        method(None, batch)
+
+
+@needs_valgrind
+@pytest.mark.slow
+def test_counts_cli_writes_json(tmp_path: Path) -> None:
+    definitions = tmp_path / "defs.py"
+    definitions.write_text(
+        "from benchkit.api import TimerArgs\n"
+        "BENCHMARKS = {'mine': {'add': TimerArgs('x + 1', 'x = torch.ones(4, 4)'),\n"
+        "                       'broken': TimerArgs('raise RuntimeError(\"no\")')}}\n"
+    )
+    out = tmp_path / "counts.json"
+    done = subprocess.run(
+        [*BENCHKIT, "counts", "--definitions", str(definitions), "--filter", "^mine/", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "BENCHKIT_STANDARD": "0"},
+    )
+    assert done.returncode == 1, done.stderr  # one case failed
+    data = json.loads(out.read_text())
+    add = data["mine/add | Python | explicit | explicit | 1 thread(s)"]
+    broken = data["mine/broken | Python | explicit | explicit | 1 thread(s)"]
+    assert add["status"] == "ok" and 3_000 < add["instructions"] < 100_000
+    assert broken["status"] == "failed" and broken["instructions"] is None and "no" in broken["error"]
+    assert "[1/2" in done.stderr and "[2/2" in done.stderr  # progress
