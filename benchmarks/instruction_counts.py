@@ -1,6 +1,8 @@
 """Every case of the definitions as asv benchmarks (one class per case).
 
 * ``time_wall``: seconds per execution of the statement (`benchkit.timing`).
+* ``track_instructions``: Callgrind instructions per execution
+  (`benchkit.callgrind_track`; one batch per commit serves them all).
 
 Definitions: the standard suite plus the modules named by the
 ``BENCHKIT_DEFINITIONS`` environment variable (see `benchkit.definitions`).
@@ -11,6 +13,7 @@ process instead of importing it per benchmark.
 
 import torch  # noqa: F401 - preloaded for forkserver children; creates no threads
 
+from benchkit.callgrind_track import InstructionCountMetric
 from benchkit.cpp_batch import CppSuite
 from benchkit.definitions import load_cases
 from benchkit.expand import asv_classes
@@ -19,4 +22,4 @@ from benchkit.timing import WallTimeMetric
 CASES = load_cases()
 CPP_SUITE = CppSuite([case.timer_args for case in CASES])
 
-globals().update(asv_classes(CASES, [WallTimeMetric(CPP_SUITE)]))
+globals().update(asv_classes(CASES, [WallTimeMetric(CPP_SUITE), InstructionCountMetric(CASES)]))
