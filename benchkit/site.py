@@ -497,14 +497,15 @@ def operator_rows(result_set: check.ResultSet, benchmarks: Mapping[str, Benchmar
     from benchkit.operators import quantiles
 
     names = _operator_names()
+    several_envs = len({env for _, env in result_set.measurements}) > 1
     values: dict[str, dict[tuple[str, ...], dict[str, float | None]]] = {}
-    for (name, _env), measurement in result_set.measurements.items():
+    for (name, env), measurement in result_set.measurements.items():
         info = benchmarks.get(name)
         key = info.key if info else name.split("(")[0]
         parts = key.split(".")
         if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
             continue
-        operator = names.get(parts[1], parts[1])
+        operator = names.get(parts[1], parts[1]) + (f" [{env}]" if several_envs else "")
         combo = info.params if info else (name,)
         value = measurement.value
         if value is not None and isinstance(value, float) and math.isnan(value):
