@@ -12,18 +12,19 @@
 Quick mode (the default) is *not* ``asv run --quick``: that takes a single
 sample with ``number=1``, which records first-call effects and gives asv's
 statistics nothing to work with, so such history could not gate anything. Quick
-mode instead runs one round of 3-5 samples per benchmark (``-a rounds=1 -a
-repeat=(3,5,2.0)``), each sample still auto-calibrated to asv's sample time, and
-records the samples. ``--full`` uses the suite's own settings (asv's default two
-interleaved rounds).
+mode keeps asv's calibration (each sample runs the statement often enough to
+fill asv's sample time) but takes 2-3 samples in each of two rounds
+(``-a rounds=2 -a repeat=(2,3,1.0)``), and asv interleaves the rounds across
+commits (round 1 of every torch, then round 2 of every torch). Interleaving costs
+one more torch install per commit but spreads each commit's samples over two
+time windows, so a load change on a shared machine cannot masquerade as a
+difference between torch versions. ``--full`` uses the suite's own settings
+(asv's default: two interleaved rounds of up to 5 samples).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
-import os
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from pathlib import Path
 from benchkit import history
 from benchkit.errors import UserError
 
-QUICK_ATTRIBUTES = ("rounds=1", "repeat=(3,5,2.0)")
+QUICK_ATTRIBUTES = ("rounds=2", "repeat=(2,3,1.0)")
 STEPS = 5
 
 
@@ -79,7 +80,7 @@ def ensure_machine(conf_path: Path, machine: str | None) -> None:
 
 
 def asv_run_args(full: bool, rerun: bool, bench: Sequence[str], machine: str | None) -> list[str]:
-    args = ["run", "ALL", "--record-samples", "--show-stderr"]
+    args = ["run", "ALL", "--record-samples", "--show-stderr", "--interleave-rounds"]
     if not rerun:
         args.append("--skip-existing-commits")
     if not full:
@@ -93,20 +94,15 @@ def asv_run_args(full: bool, rerun: bool, bench: Sequence[str], machine: str | N
 
 
 def publish(conf_path: Path) -> Path:
-    """The site module's publisher when it exists, else plain `asv publish`."""
+    """`benchkit.site.publish` (asv's site plus benchkit's pages) when installed, else `asv publish`."""
     try:
-        site = importlib.import_module("benchkit.site")
+        from benchkit import site
     except ModuleNotFoundError as e:
         if e.name != "benchkit.site":
             raise
-        site = None
-    publisher = getattr(site, "publish", None)
-    if publisher is not None:
-        result = publisher(conf_path) if inspect.signature(publisher).parameters else publisher()
-        if isinstance(result, (str, os.PathLike)):
-            return Path(result)
     else:
-        _asv(["publish"], conf_path)
+        return Path(site.publish(conf_path))
+    _asv(["publish"], conf_path)
     from asv import util as asv_util
 
     html_dir = asv_util.load_json(str(conf_path), js_comments=True).get("html_dir", "html")
@@ -146,7 +142,7 @@ def run_main_job(
     progress.step(2, "asv machine description")
     ensure_machine(conf_path, machine)
 
-    mode = "full" if full else "quick (1 round of 3-5 samples per benchmark)"
+    mode = "full" if full else "quick (2 interleaved rounds of 2-3 samples per benchmark)"
     progress.step(3, f"asv run over {len(main_commits)} torch build(s), {mode}; finished commits are skipped")
     run_code = _asv(asv_run_args(full, rerun, bench, machine), conf_path, check=False)
     if run_code != 0:
@@ -159,12 +155,13 @@ def run_main_job(
 
     progress.step(5, "what changed between the torch builds")
     if len(main_commits) >= 2:
-        first, last = main_commits[0], main_commits[-1]
+        tags = repo.tags_by_commit()
+        first, last = (tags.get(c, [c[:12]])[0] for c in (main_commits[0], main_commits[-1]))
         try:
             verdict = check.run_check(first, last, asv_config=conf_path, machine=machine)
             sys.stdout.write(verdict.markdown)
         except UserError as e:
-            progress.note(f"could not compare {first[:8]} and {last[:8]}: {e}")
+            progress.note(f"could not compare {first} and {last}: {e}")
     else:
         progress.note("the history has a single build: nothing to compare")
 
