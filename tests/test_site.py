@@ -43,6 +43,7 @@ def _load_generator() -> Any:
     spec = importlib.util.spec_from_file_location("bench_publish", REPO_ROOT / "scripts" / "bench_publish.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
     spec.loader.exec_module(module)
     return module
 
@@ -346,6 +347,19 @@ def test_changes_without_profiles_say_so(tmp_path: Path) -> None:
     changes = (html_dir / "changes.html").read_text()
     assert "Instruction counts (" in changes and "no profiles" in changes
     assert "have no stored profiles for both commits" in (html_dir / "why.html").read_text()
+
+
+def test_a_single_build_has_nothing_to_compare_and_a_bad_config_is_named(tmp_path: Path) -> None:
+    conf = bench_publish.make_project(tmp_path, commits=1, benchmarks=20, seed=1)
+    bad = tmp_path / "benchkit-check.json"
+    bad.write_text(json.dumps({"thresholds": {"instructions": "tight"}}))
+    with pytest.raises(UserError, match=r"benchkit-check\.json: \[thresholds\] instructions"):
+        site.publish(conf)
+    bad.unlink()
+    html_dir = site.publish(conf)
+    assert "No branch has two measured commits yet" in (html_dir / "changes.html").read_text()
+    assert "No instruction-count change" in (html_dir / "why.html").read_text()
+    assert (html_dir / "operators.html").read_text().count('<section class="ops"') == 1
 
 
 def test_operator_rows_summarize_inputs_like_operatorbench(project: Path) -> None:
