@@ -30,6 +30,7 @@ import functools
 import html
 import importlib
 import itertools
+import json
 import math
 import os
 import re
@@ -221,7 +222,6 @@ def _read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
     A commit without a build record is an upstream PyTorch commit (a source
     clone as asv's repo), so it is its own git_version.
     """
-    import json
 
     commits = sorted(set(commits))
     revisions = repo.get_revisions(set(commits))
@@ -962,6 +962,30 @@ def localize_asv_assets(html_dir: Path) -> list[str]:
     return left
 
 
+def enable_file_access(html_dir: Path) -> int:
+    """Let asv's pages work from ``file://``: a script twin of every JSON file, and the transport
+    (site_assets/asv_file_shim.js) that reads them; returns how many twins were written."""
+    count = 0
+    for path in html_dir.rglob("*.json"):
+        relative = json.dumps(path.relative_to(html_dir).as_posix())
+        # The JSON text is a JavaScript expression as it is; it is not parsed here.
+        path.with_name(path.name + ".js").write_bytes(
+            b"benchkitJson(" + relative.encode() + b"," + path.read_bytes() + b");\n"
+        )
+        count += 1
+    index = html_dir / "index.html"
+    text = index.read_text()
+    shim = '<script src="benchkit/asv_file_shim.js"></script>\n'
+    if shim in text:
+        return count
+    at = re.search(r"<script[^>]*\bsrc=\"asv\.js\"", text)
+    if at is None:
+        _log("warning: asv's index.html does not load asv.js where expected; its pages need a server")
+        return count
+    atomic_write_text(index, text[: at.start()] + shim + text[at.start() :])
+    return count
+
+
 _ASV_NAV_ANCHOR = '<li id="nav-li-regressions">'
 
 
@@ -1030,7 +1054,7 @@ def write_pages(pages: Mapping[str, str], html_dir: Path) -> None:
         atomic_write_text(html_dir / path, text)
     assets = html_dir / "benchkit"
     assets.mkdir(exist_ok=True)
-    for name in ("site.css", "site.js"):
+    for name in ("site.css", "site.js", "asv_file_shim.js"):
         shutil.copyfile(ASSETS_DIR / name, assets / name)
 
 
@@ -1071,6 +1095,7 @@ def publish(
         _log("warning: asv's pages still load from the network: " + ", ".join(left))
     if not link_from_asv(target):
         _log("warning: asv's index.html has no navigation bar where expected; added a banner instead")
+    enable_file_access(target)
     total = time.perf_counter() - started
     _log(
         f"pages rendered in {rendered_s:.1f} s while asv published ({asv_s:.1f} s), written in "

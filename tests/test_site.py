@@ -514,29 +514,32 @@ def test_why_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> N
     browser.screenshot(shots / "why-page.png", full_page=True)
 
 
+@pytest.mark.parametrize("opened_from", ["static server", "file"])
 def test_asv_pages_render_offline_with_benchkit_links(
-    browser: Browser, server: str, site_dir: Path, shots: Path
+    browser: Browser, server: str, site_dir: Path, shots: Path, opened_from: str
 ) -> None:
+    base = server if opened_from == "static server" else site_dir.as_uri()
     browser.open(
-        f"{server}/index.html",
-        ready="document.querySelectorAll('.benchmark-container, .benchmark-text').length > 0",
+        f"{base}/index.html", ready="document.querySelectorAll('.benchmark-container canvas').length > 3"
     )
-    _assert_clean(browser, "index.html")
+    _assert_clean(browser, f"index.html from {opened_from}")
+    assert not browser.evaluate("$('#error').is(':visible')")
     links = browser.evaluate("[...document.querySelectorAll('li.benchkit-nav a')].map(a => a.textContent)")
     assert links == [label for _, label in site.PAGES]
-    browser.screenshot(shots / "asv-index.png")
+    browser.screenshot(shots / f"asv-index-{opened_from.split()[-1]}.png")
     # A graph link taken from the changes page opens asv's graph of that benchmark.
     changes = (site_dir / "changes.html").read_text()
     href = re.search(r'<a href="(index\.html#instruction_counts[^"]+)"', changes)
     assert href
     browser.open(
-        f"{server}/{href.group(1).replace('&amp;', '&')}",
-        ready="document.querySelector('#main-graph canvas')",
+        f"{base}/{html.unescape(href.group(1))}",
+        ready="document.querySelector('#main-graph canvas.flot-base')",
     )
-    _assert_clean(browser, "asv graph")
+    _assert_clean(browser, f"asv graph from {opened_from}")
     title = browser.evaluate("document.getElementById('title').textContent")
     assert "instruction_counts.Case" in title
-    browser.screenshot(shots / "asv-graph.png")
+    assert not browser.evaluate("$('#error').is(':visible')")
+    browser.screenshot(shots / f"asv-graph-{opened_from.split()[-1]}.png")
 
 
 # ------------------------------------------------------- a real asv history
