@@ -27,6 +27,7 @@ import functools
 import gc
 import io
 import itertools
+import logging
 import math
 import os
 import shutil
@@ -34,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -418,8 +419,8 @@ def _check_accuracy(
     """Run eager and compiled on separate fresh copies (in-place ops mutate their inputs)."""
     from torch._dynamo.testing import same
 
-    expected = gm(*_fresh_graph_inputs(item, options))
-    actual = compiled(*_fresh_graph_inputs(item, options))
+    expected = gm(*_fresh_graph_inputs(operator, item, options))
+    actual = compiled(*_fresh_graph_inputs(operator, item, options))
     if same(expected, actual, cos_similarity=True, equal_nan=True, log_error=lambda *a, **k: None):
         return "ok"
     differences = [
@@ -431,11 +432,32 @@ def _check_accuracy(
     return f"mismatch{detail}"
 
 
-def _fresh_graph_inputs(item: OperatorInput, options: MeasureOptions) -> list[Any]:
-    args, kwargs = materialize(
-        item, device=options.device, dtype=options.torch_dtype(), channels_last=options.channels_last
-    )
-    return _tensor_leaves(args, kwargs)
+def operator_arguments(
+    operator: Any, item: OperatorInput, options: MeasureOptions
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`materialize` plus the one op-specific fix a dtype change needs.
+
+    ``half_to_float=True`` (softmax on half inputs, float result) is only valid
+    for half inputs; once --dtype made them float32, the equivalent call is
+    ``half_to_float=False`` (same float result).
+    """
+    import torch
+
+    dtype = options.torch_dtype()
+    args, kwargs = materialize(item, device=options.device, dtype=dtype, channels_last=options.channels_last)
+    if dtype is not None and dtype not in (torch.float16, torch.bfloat16):
+        names = [argument.name for argument in operator._schema.arguments]
+        if "half_to_float" in names:
+            position = names.index("half_to_float")
+            if position < len(args) and args[position] is True:
+                args = (*args[:position], False, *args[position + 1 :])
+            if kwargs.get("half_to_float") is True:
+                kwargs["half_to_float"] = False
+    return args, kwargs
+
+
+def _fresh_graph_inputs(operator: Any, item: OperatorInput, options: MeasureOptions) -> list[Any]:
+    return _tensor_leaves(*operator_arguments(operator, item, options))
 
 
 @dataclass
@@ -464,10 +486,7 @@ def _prepare(index: int, operator: Any, item: OperatorInput, options: MeasureOpt
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import gen_gm_and_inputs
 
-    args, kwargs = materialize(
-        item, device=options.device, dtype=options.torch_dtype(), channels_last=options.channels_last
-    )
-    gm, gm_args = gen_gm_and_inputs(operator, args, kwargs)
+    gm, gm_args = gen_gm_and_inputs(operator, *operator_arguments(operator, item, options))
     models: list[Callable[..., Any]] = [gm]
     compile_seconds: list[float] = []
     for backend in options.backends:
@@ -487,7 +506,7 @@ def _time_round(prepared: _Prepared, options: MeasureOptions) -> list[float]:
     (alignment, page faults on fresh pages); new inputs each round let the
     fastest-round statistic see many placements instead of one per process.
     """
-    graph_inputs = _fresh_graph_inputs(prepared.item, options)
+    graph_inputs = _fresh_graph_inputs(prepared.operator, prepared.item, options)
     calls = [functools.partial(model, *graph_inputs) for model in prepared.models]
     if options.device == "cuda":
         # As operatorbench: each round times every model back to back.
@@ -526,6 +545,16 @@ def _keep_allocations_off_fresh_pages() -> None:
     _ALLOCATOR_PINNED = True
 
 
+@contextlib.contextmanager
+def _compile_errors_not_logged() -> Iterator[None]:
+    """Torch logs a traceback for an op it cannot trace before raising; we report the error ourselves."""
+    logging.disable(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def measure_inputs(
     pairs: Sequence[tuple[Any, OperatorInput]],
     options: MeasureOptions,
@@ -549,7 +578,7 @@ def measure_inputs(
         if progress:
             progress.update(f"compiling {operator} input {item.label[:60]}")
         try:
-            with _record_function(f"iter_{index}", options.profile):
+            with _record_function(f"iter_{index}", options.profile), _compile_errors_not_logged():
                 prepared.append(_prepare(index, operator, item, options))
         except Exception as e:  # a failing input is recorded and the run goes on
             results[index] = _error_result(operator, item, e)
@@ -988,6 +1017,11 @@ def run_command(args: argparse.Namespace) -> int:
         (op, workload.inputs(op, start_idx=args.start_idx, max_samples=args.max_samples)) for op in operators
     ]
     progress = Progress(sum(len(items) for _, items in plan))
+    torch.set_num_threads(options.threads)
+    progress.update("warming up the compiler")
+    warm_up_s = warm_up_compiler(options)
+    progress.clear()
+    print(f"Compiler warm-up (once per process, not charged to any operator): {warm_up_s:.1f}s")
     summaries: list[OperatorSummary] = []
     failures = 0
     atomic_write_text(csv_path, render_csv(summaries, names))  # always written, even if all skip

@@ -186,6 +186,18 @@ def test_accuracy_check_reports_mismatches() -> None:
     assert wrong.startswith("mismatch (max abs diff")
 
 
+def test_half_to_float_follows_the_dtype_remap() -> None:
+    import torch
+
+    log = operators.load_suite(str(PYTORCH_LOGS)).log
+    (item,) = log.inputs_for("aten._softmax.default")
+    softmax = torch.ops.aten._softmax.default
+    args, _ = operators.operator_arguments(softmax, item, operators.MeasureOptions(dtype="float32"))
+    assert args[0].dtype == torch.float32 and args[2] is False  # float input: plain float softmax
+    args, _ = operators.operator_arguments(softmax, item, operators.MeasureOptions(dtype="recorded"))
+    assert args[0].dtype == torch.float16 and args[2] is True
+
+
 # --- real measurement ----------------------------------------------------------------
 
 
