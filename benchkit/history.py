@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import json
 import os
 import subprocess
@@ -137,8 +138,6 @@ class HistoryRepo:
 
 
 def _parse_date(iso: str) -> float:
-    import datetime as dt
-
     try:
         return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
     except ValueError:
