@@ -2,20 +2,20 @@
 
 The method follows PyTorch's ``operatorbench.py``: for every logged input of
 an operator, build a one-node FX graph (``gen_gm_and_inputs``), compile it
-with ``compile_fx`` (once per inductor config), time eager and compiled runs
-*interleaved* across repeats (so frequency scaling and neighbours' load hit
-both alike), keep the median per input, and report the 20th/50th/80th
-percentile of eager/compiled speedups across inputs.
+with ``compile_fx`` (once per inductor config), time eager and compiled
+*interleaved* so changing machine load hits both alike, and report the
+20th/50th/80th percentile of eager/compiled speedups across inputs.
 
 Differences, all deliberate: logs are parsed without ``eval``
 (`benchkit.opinputs`), operator names are resolved by attribute lookup, the
-CPU path is first class, compile time is measured per input, the inductor
+CPU path is first class and built for repeatability on shared machines (one
+thread, call-by-call alternation, rounds spread over all inputs, fastest round
+kept; see `measure_inputs`), compile time is measured per input, the inductor
 cache lives in benchkit's cache (per torch build) so repeated runs are warm,
 and ops that inductor only hands back to aten ("fallbacks") are skipped with
 that reason because their ratio measures nothing but wrapper overhead.
 
-This module imports torch lazily: asv and ``benchkit --help`` import it.
-"""
+This module imports torch lazily: asv and ``benchkit --help`` import it."""
 
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ class MeasureOptions:
 
 @dataclass(frozen=True)
 class InputMeasurement:
-    """Eager and compiled seconds per call (medians over repeats) for one logged input."""
+    """Eager and compiled seconds per call (fastest round) for one logged input."""
 
     operator: str
     label: str
@@ -939,8 +939,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--repeats",
         type=int,
-        default=5,
-        help="interleaved eager/compiled timing rounds per input; medians kept (default: 5)",
+        default=DEFAULT_ROUNDS,
+        help="timing rounds per input, eager and compiled interleaved; the fastest round is kept "
+        f"(default: {DEFAULT_ROUNDS})",
     )
     parser.add_argument(
         "--inductor-config",
