@@ -136,6 +136,12 @@ def main() -> int:
         f"({within}/{len(speedups[0])} operators within {TARGET_REPEAT * 100:.0f}%); "
         f"worst spread over all {len(runs)} runs {worst_all * 100:.1f}%"
     )
+    overall = [statistics.median(s.values()) for s in speedups]
+    overall_spread = max(overall) / min(overall) - 1
+    print(
+        f"Median speedup over all operators, per run: {', '.join(f'{v:.3f}' for v in overall)} "
+        f"(spread {overall_spread * 100:.1f}%)"
+    )
     print("Timings are from a shared 2-core machine: expect noise from other work on it.")
     return 0
 
