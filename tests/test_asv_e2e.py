@@ -1,14 +1,18 @@
 """End to end through real asv: a torch history -> asv run/continuous -> benchkit check -> asv publish.
 
 The project under test is a temporary asv config that points at a temporary
-wheel history and at this repository's real suite (``benchmarks/``), narrowed
-with ``-b`` to two cases: ``nn.Linear`` and ``nn.ReLU`` forward in eager Python.
+wheel history and at this repository's real suite (``benchmarks/``: real
+``time_wall`` and Callgrind ``track_instructions``), given two small cases through
+the suite's own switches (``BENCHKIT_STANDARD=0``, ``BENCHKIT_DEFINITIONS``):
+``nn.Linear`` and ``nn.ReLU`` forward. ``-b`` leaves the operator benchmarks out.
 
 The injected regression is an honest torch build: the local 2.13.0 wheel
 repacked (``benchkit.build_torch.patch_wheel``) so that ``nn.Linear.forward``
 computes its result twice -- the kind of accidental double work a PR can add.
 It goes on its own branch with ``benchkit history add --branch``, as a
 developer's PR wheel would. ReLU is untouched and serves as the control.
+Instruction counts make the verdict exact even on a loaded machine, where wall
+time alone can drown a 2x change in noise.
 
 Each asv environment costs a virtualenv plus a torch install (~1 min on two
 cores), so one test shares a project and carries the representative path; the
@@ -37,9 +41,19 @@ from benchkit import history
 from benchkit.build_torch import asv_build_settings, patch_wheel
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CASES = r"nn_Modules_(Linear|ReLU)_PYTHON_EAGER_FORWARD_t1_.*\.time_wall"
-LINEAR = "nn_Modules_Linear_PYTHON_EAGER_FORWARD_t1"
-RELU = "nn_Modules_ReLU_PYTHON_EAGER_FORWARD_t1"
+CASES = r"^instruction_counts\.e2e_"
+LINEAR = "e2e_Linear_PYTHON_EXPLICIT_EXPLICIT_t1"
+RELU = "e2e_ReLU_PYTHON_EXPLICIT_EXPLICIT_t1"
+DEFINITIONS = """
+from benchkit.api import TimerArgs
+
+BENCHMARKS = {
+    "e2e": {
+        "Linear": TimerArgs("y = model(x)", setup="model = torch.nn.Linear(4, 2)\\nx = torch.ones(8, 4)"),
+        "ReLU": TimerArgs("y = model(x)", setup="model = torch.nn.ReLU()\\nx = torch.ones(8, 4)"),
+    }
+}
+"""
 MACHINE = "e2e"
 # Few samples, one round: enough for asv's statistics at a fraction of the default time.
 FAST = ["-a", "rounds=1", "-a", "repeat=(5,10,2.0)"]
@@ -117,7 +131,15 @@ def make_project(root: Path, env_dir: Path) -> AsvProject:
     (root / "asv.conf.json").write_text(json.dumps(config, indent=1))
     home = root / "home"  # asv keeps machine descriptions in ~/.asv-machine.json
     home.mkdir()
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
+    definitions = root / "e2e_definitions.py"
+    definitions.write_text(DEFINITIONS)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PYTHONPATH": str(REPO_ROOT),
+        "BENCHKIT_STANDARD": "0",
+        "BENCHKIT_DEFINITIONS": str(definitions),
+    }
     project = AsvProject(root, root / "history", env)
     project.asv("machine", "--machine", MACHINE, "--yes")
     return project
@@ -162,16 +184,18 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
     )
     assert gate.returncode == 1, gate.stdout + gate.stderr
     regressions = gate.stdout.split("#### Regressions")[1].split("####")[0]
-    linear_row = next(line for line in regressions.splitlines() if LINEAR in line)
-    assert "| wall time |" in linear_row
-    verdict = {line.split("`")[1].split(".")[1].rsplit("_", 1)[0]: line for line in gate.stdout.splitlines()
-               if line.startswith("| `")}  # fmt: skip
-    assert set(verdict) <= {LINEAR, RELU}
-    # The patch hits Linear, not the untouched control. (Wall time on a shared two-core
-    # machine is noisy, so this compares the two rather than trusting either alone.)
-    ratios = {c.name.split(".")[1].rsplit("_", 1)[0]: c.ratio for c in _comparisons(project)}
-    assert ratios[LINEAR] is not None and ratios[RELU] is not None
-    assert ratios[LINEAR] > 1.5 and ratios[LINEAR] > ratios[RELU], ratios
+    linear_row = next(
+        line for line in regressions.splitlines() if f"{LINEAR}_" in line and "track_instructions" in line
+    )
+    assert "| instructions |" in linear_row
+    # Instruction counts are exact: Linear about doubles, the untouched ReLU stays within 0.5%.
+    by_case = {
+        (c.name.split(".")[1].rsplit("_", 1)[0], c.name.rsplit(".", 1)[1]): c for c in _comparisons(project)
+    }
+    linear, relu = by_case[(LINEAR, "track_instructions")], by_case[(RELU, "track_instructions")]
+    assert linear.status == "regression" and linear.ratio is not None and linear.ratio > 1.5, linear
+    assert relu.status == "unchanged", relu
+    assert by_case[(LINEAR, "time_wall")].ratio is not None
     same = project.benchkit(
         "check", "main", "main", "--asv-config", str(project.config), "--machine", MACHINE
     )
@@ -188,7 +212,7 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
     names = {
         name for path in project.result_files().values() for name in json.loads(path.read_text())["results"]
     }
-    assert len(names) == 2 and any(LINEAR in name for name in names)
+    assert len(names) == 4 and any(LINEAR in name for name in names)
     for name in names:
         assert list(html.glob(f"graphs/**/{name}.json")), f"no graph for {name}"
 
@@ -217,7 +241,9 @@ def test_other_asv_workflows(project: AsvProject) -> None:
     cont = project.asv("continuous", "main^", "HEAD", "-b", CASES, "--machine", MACHINE, *FAST, check=False)
     assert cont.returncode in (0, 1), cont.stdout + cont.stderr  # same build twice: usually no change
 
-    find = project.asv("find", "slowpr", LINEAR, "--machine", MACHINE, check=False)
+    find = project.asv(
+        "find", "slowpr", rf"{LINEAR}_.*\.track_instructions", "--machine", MACHINE, check=False
+    )
     assert "Greatest regression found" in find.stdout, find.stdout + find.stderr
     slowpr = repo.branch_tip("slowpr")
     assert slowpr and slowpr[:8] in find.stdout.split("Greatest regression found")[1]
