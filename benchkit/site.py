@@ -537,6 +537,13 @@ def operator_rows(result_set: check.ResultSet, benchmarks: Mapping[str, Benchmar
 # ------------------------------------------------------------------ rendering
 
 
+def _write_public(path: Path, text: str) -> None:
+    """Write atomically, readable by everyone: a web server usually runs as another user
+    (the temporary file `atomic_write_text` renames into place is private)."""
+    atomic_write_text(path, text)
+    path.chmod(0o644)
+
+
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
@@ -958,7 +965,7 @@ def localize_asv_assets(html_dir: Path) -> list[str]:
 
         new = _EXTERNAL_TAG.sub(local, text)
         if new != text:
-            atomic_write_text(page, new)
+            _write_public(page, new)
     return left
 
 
@@ -982,7 +989,7 @@ def enable_file_access(html_dir: Path) -> int:
     if at is None:
         _log("warning: asv's index.html does not load asv.js where expected; its pages need a server")
         return count
-    atomic_write_text(index, text[: at.start()] + shim + text[at.start() :])
+    _write_public(index, text[: at.start()] + shim + text[at.start() :])
     return count
 
 
@@ -1003,7 +1010,7 @@ def link_from_asv(html_dir: Path) -> bool:
         end = text.index("</li>", at) + len("</li>")
         new = text[:end] + items + text[end:]
         found = True
-    atomic_write_text(index, new)
+    _write_public(index, new)
     return found
 
 
@@ -1051,7 +1058,7 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
 
 def write_pages(pages: Mapping[str, str], html_dir: Path) -> None:
     for path, text in pages.items():
-        atomic_write_text(html_dir / path, text)
+        _write_public(html_dir / path, text)
     assets = html_dir / "benchkit"
     assets.mkdir(exist_ok=True)
     for name in ("site.css", "site.js", "asv_file_shim.js"):

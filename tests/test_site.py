@@ -283,6 +283,9 @@ def test_publish_writes_asv_site_and_benchkit_pages(site_dir: Path) -> None:
     assert not re.search(r"<link[^>]+href=\"https?://", index)
     for vendored in site.VENDORED.values():
         assert (site_dir / "vendor" / vendored).is_file(), vendored
+    # A web server running as another user can read every page.
+    for page in [*site_dir.glob("*.html"), *site_dir.glob("why/*.html")]:
+        assert page.stat().st_mode & 0o044 == 0o044, page
 
 
 def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, project: Path) -> None:
