@@ -7,9 +7,11 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from benchkit import operators
 from benchkit.cli import main
@@ -26,18 +28,22 @@ Operator: aten.nll_loss_forward.default
 cnt: 1, ((T([8, 10], f32), T([8], i64), None, 1, -100), {})
 """
 
-needs_cuda = pytest.mark.skipif(
-    not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU (CPU-only machine)"
-)
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CPU-only machine)")
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads() -> Iterator[None]:
+    """benchkit operators sets the thread count for the process; other tests must not inherit it."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture
-def inductor_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private benchkit cache, so tests never read or fill the user's inductor cache."""
-    root = tmp_path_factory.getbasetemp() / "benchkit-cache"
-    monkeypatch.setenv("BENCHKIT_CACHE_DIR", str(root))
+def inductor_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The session's benchkit cache (tests/conftest.py), never the user's: kernels land there."""
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    return root
+    return Path(os.environ["BENCHKIT_CACHE_DIR"])
 
 
 # --- what to measure ------------------------------------------------------------
@@ -55,8 +61,6 @@ def test_default_set_size() -> None:
 
 
 def test_resolve_operator_by_attribute_lookup() -> None:
-    import torch
-
     assert operators.resolve_operator("aten.add.Tensor") is torch.ops.aten.add.Tensor
     for bad in ("aten.add", "__import__('os').system", "aten.add.Tensor; rm", "a.b.c.d"):
         with pytest.raises(UserError, match=r"expected namespace\.name\.overload"):
@@ -87,8 +91,6 @@ def test_select_operators() -> None:
 
 
 def test_skip_reasons() -> None:
-    import torch
-
     aten = torch.ops.aten
     assert "input generator NYI" in operators.skip_reason(aten.nll_loss_forward.default)
     assert "input generator NYI" in operators.skip_reason(aten.embedding.default)
@@ -173,8 +175,6 @@ def test_two_backends_add_a_ratio_column() -> None:
 
 
 def test_accuracy_check_reports_mismatches() -> None:
-    import torch
-
     item = parse_log_text(TINY_LOG).inputs_for("aten.relu.default")[0]
     options = operators.MeasureOptions()
 
@@ -187,8 +187,6 @@ def test_accuracy_check_reports_mismatches() -> None:
 
 
 def test_half_to_float_follows_the_dtype_remap() -> None:
-    import torch
-
     log = operators.load_suite(str(PYTORCH_LOGS)).log
     (item,) = log.inputs_for("aten._softmax.default")
     softmax = torch.ops.aten._softmax.default
@@ -203,8 +201,6 @@ def test_half_to_float_follows_the_dtype_remap() -> None:
 
 def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     """One real compile_fx of aten.relu on CPU, accuracy-checked, then timed against eager."""
-    import torch
-
     log = parse_log_text(TINY_LOG, "tiny.txt")
     item = log.inputs_for("aten.relu.default")[0]
     operators.configure_inductor_cache()
@@ -224,8 +220,6 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
 
 
 def test_failing_input_is_recorded_and_the_run_goes_on(inductor_cache: Path) -> None:
-    import torch
-
     log = parse_log_text(
         "Operator: aten.mm.default\ncnt: 1, ((T([2, 3], f32), T([4, 5], f32)), {})\n"  # shapes do not match
         "Operator: aten.add.Tensor\ncnt: 1, ((ST([4], f32, torch.sparse_coo, True, 2), 1), {})\n",
@@ -270,7 +264,7 @@ def test_cli_errors_are_one_line(
     assert "aten.nope.default" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the no-GPU message")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
 def test_cuda_without_gpu_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["operators", "--device", "cuda", "--output-dir", str(tmp_path)]) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
@@ -278,8 +272,6 @@ def test_cuda_without_gpu_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
 
 @needs_cuda
 def test_cuda_timing(inductor_cache: Path) -> None:
-    import torch
-
     item = parse_log_text(TINY_LOG).inputs_for("aten.relu.default")[0]
     (result,) = operators.measure_inputs(
         [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(device="cuda", repeats=2)
