@@ -544,6 +544,14 @@ def _write_public(path: Path, text: str) -> None:
     path.chmod(0o644)
 
 
+def _breakable(name: str) -> str:
+    """Escaped, with line-break opportunities after dots and underscores of a long dotted name."""
+    escaped = _e(name)
+    if " " in name:
+        return escaped
+    return escaped.replace(".", ".<wbr>").replace("_", "_<wbr>")
+
+
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
@@ -599,6 +607,25 @@ def why_file(pair: PairChanges, name: str) -> str:
     return f"why/{content_key(pair.machine, pair.base.commit, pair.head.commit, name)}.html"
 
 
+def _display_unit(c: check.Comparison) -> str | None:
+    """The unit to print a value in; from the method name when benchmarks.json lacks the benchmark
+    (asv rewrites that file for the benchmarks of its last run)."""
+    if c.unit is not None:
+        return c.unit
+    method = c.name.split("(")[0].rsplit(".", 1)[-1]
+    if method.startswith("time_") or method in (
+        "track_eager_seconds",
+        "track_compiled_seconds",
+        "track_compile_seconds",
+    ):
+        return "seconds"
+    return "instructions" if method == "track_instructions" else None
+
+
+def _fmt_value(c: check.Comparison, measurement: check.Measurement | None) -> str:
+    return str(check._fmt_value(measurement, _display_unit(c)))
+
+
 def _log_ratio(ratio: float | None) -> str:
     """Sort key of a ratio: ×2 and ×0.5 are equally far from no change."""
     return f"{math.log(ratio):.6f}" if ratio else "0"
@@ -620,9 +647,9 @@ def _change_row(c: check.Comparison, data: SiteData, pair: PairChanges, why_page
     ratio = c.ratio
     return (
         f'<tr class="{_slug(c.status)}"><td>{_e(c.status)}</td>'
-        f'<td><a href="{_e(link)}" title="{_e(c.name)}">{_e(pretty)}</a>{env}</td>'
-        f'<td class="num">{_e(check._fmt_value(c.before, c.unit))}</td>'
-        f'<td class="num">{_e(check._fmt_value(c.after, c.unit))}</td>'
+        f'<td><a href="{_e(link)}" title="{_e(c.name)}">{_breakable(pretty)}</a>{env}</td>'
+        f'<td class="num">{_e(_fmt_value(c, c.before))}</td>'
+        f'<td class="num">{_e(_fmt_value(c, c.after))}</td>'
         f'<td class="num" data-v="{_log_ratio(ratio)}">{_e(_fmt_ratio(ratio))}</td>'
         f'<td class="num">{_e(check._fmt_threshold(c))}</td>'
         f"<td>{why}</td><td>{_e(c.note)}</td></tr>"
@@ -706,8 +733,8 @@ def render_why(data: SiteData, pair: PairChanges, c: check.Comparison, why: Expl
     total_after = sum(h for _, _, h in why.groups)
     out = [
         f'<p class="lead"><a href="../{_e(graph)}">{_e(pretty)}</a> on machine {_e(pair.machine)}, '
-        f"branch {_e(pair.branch)}: {_e(check._fmt_value(c.before, c.unit))} → "
-        f"{_e(check._fmt_value(c.after, c.unit))} instructions per run, {_e(_fmt_ratio(c.ratio))}. "
+        f"branch {_e(pair.branch)}: {_e(_fmt_value(c, c.before))} → "
+        f"{_e(_fmt_value(c, c.after))} instructions per run, {_e(_fmt_ratio(c.ratio))}. "
         f'<a href="../changes.html#{pair.anchor}">All changes of this pair</a>.</p>',
         f'<div class="builds"><div>base: {_build_html(pair.base)}</div>'
         f"<div>head: {_build_html(pair.head)}</div></div>",

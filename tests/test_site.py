@@ -421,6 +421,19 @@ def test_functions_are_grouped_by_where_they_live(function: str, group: str) -> 
     assert site.function_group(function) == group
 
 
+def test_values_keep_their_unit_when_benchmarks_json_lacks_the_benchmark() -> None:
+    # asv rewrites benchmarks.json for the benchmarks of its latest run; older results keep
+    # names it no longer lists, so their unit comes from the method name.
+    config = check.parse_check_config({}, "defaults")
+    before = check.Measurement(2.5e-5, None, None, "v1")
+    after = check.Measurement(5e-5, None, None, "v1")
+    wall = check.compare_one("ic.Case.time_wall", "env", None, before, after, config)
+    assert site._fmt_value(wall, wall.after) == "50.0μs"
+    counts = check.compare_one("ic.Case.track_instructions", "env", None,
+                               check.Measurement(1234567.0, None, None, "v1"), None, config)  # fmt: skip
+    assert site._fmt_value(counts, counts.before) == "1,234,567"
+
+
 def test_publish_without_results_is_a_clear_error(tmp_path: Path) -> None:
     conf = tmp_path / "asv.conf.json"
     conf.write_text(json.dumps({"version": 1, "repo": "nowhere", "results_dir": "results"}))
