@@ -25,19 +25,26 @@ import. Here a batch of cases runs like this:
 Determinism: the same case on the same build repeats exactly. What could move
 a count and what holds it still:
 
-* hash randomisation: ``PYTHONHASHSEED=0``;
+* hash randomisation: ``PYTHONHASHSEED=0``; Python's `random` seeded per case;
 * environment size and contents, argv, working directory: the template gets a
   fixed environment and command line, whatever the caller's;
 * address-space layout: ASLR off (``setarch -R``) where the kernel allows;
+* what ran before: each case is forked from the same template state; the
+  template's fork loop does identical work per case (fixed-width protocol and
+  file names), and a child allocates nothing pid-dependent before measuring;
 * garbage collection: collected before, disabled during, the measured region;
+  CPython's type attribute cache emptied after setup;
 * allocator and interpreter warm-up (malloc free lists, CPython's adaptive
-  specialisation): ``WARMUP`` uninstrumented executions, then one instrumented
-  but uncollected round of ``number`` executions before the repeats;
+  specialisation): ``WARMUP`` uninstrumented executions and the probe;
 * the number of executions per repeat comes from the probe's *count*, never a
   clock, bucketed to a power of two so that small changes do not move it;
 * thread pools: OpenMP waits passively (no spinning counted under valgrind's
-  serialised threads);
-* the statistic: the median of the repeats, per execution.
+  serialised threads); torch.compile gets a fresh cache per case;
+* the statistic: the *minimum* of the repeats, per execution. glibc malloc
+  now and then consolidates its fast bins (~50-90k instructions); whether a
+  repeat catches one depends on the heap's layout, which any change to setup
+  or torch shifts. The median moved a small Python statement by up to 5% when
+  unrelated setup objects changed size; the minimum moved it by 0.13%.
 
 Valgrind emulates AVX2 (not AVX-512), so torch picks its AVX2 kernels; the
 CPU capability seen under valgrind is recorded in the batch metadata. MKL is
@@ -63,10 +70,10 @@ import json
 import os
 import platform
 import queue
+import random
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,18 +91,25 @@ if TYPE_CHECKING:
 
 # Executions before instrumentation starts (setup's lazy init, allocator warm-up).
 WARMUP = 5
-# Collected repeats per case; the reported count is their median.
-REPEATS = 3
+# Collected repeats per case; the reported count is their minimum (see `repeats_for`).
+REPEATS = 5
+# A case whose single execution fills a repeat needs fewer: its count dwarfs the
+# allocator's occasional extra work, and each repeat costs seconds under valgrind.
+SINGLE_EXECUTION_REPEATS = 3
 # A repeat should hold about this many instructions: enough executions that the
-# few hundred instructions of toggling collection are noise (<0.02%), few
-# enough that a repeat takes a fraction of a second under callgrind.
-TARGET_REPEAT_INSTRUCTIONS = 2_000_000
+# few hundred instructions of starting and dumping a region are noise (<0.05%),
+# few enough that some repeats escape glibc's periodic consolidation (below).
+TARGET_REPEAT_INSTRUCTIONS = 1_000_000
 MAX_NUMBER = 1024
 DEFAULT_CASE_TIMEOUT = 300.0
 TEMPLATE_START_TIMEOUT = 600.0
 MKL_INSTRUCTIONS = "SSE4_2"
 
 _TEMPLATE_FLAG = "--benchkit-callgrind-template"
+
+
+def repeats_for(number: int) -> int:
+    return REPEATS if number > 1 else SINGLE_EXECUTION_REPEATS
 
 
 def choose_number(probe_instructions: int) -> int:
@@ -185,10 +199,12 @@ def read_function_counts(path: str | os.PathLike[str]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def standardize(counts: Mapping[str, int]) -> dict[str, int]:
+def standardize(counts: Mapping[str, int], batch_dir: Path | None = None) -> dict[str, int]:
     """torch's own clean-up of function names: `CallgrindStats.as_standardized` strips
     build-directory prefixes and library names (so two builds diff cleanly), then
-    `FunctionCounts.denoise` drops CPython symbols known to be noisy."""
+    `FunctionCounts.denoise` drops CPython symbols known to be noisy. Code that
+    torch.compile generated into a case's cache folder of `batch_dir` is named
+    without that (per-batch, per-case) folder."""
     from torch.utils.benchmark.utils.common import TaskSpec
     from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import (
         CallgrindStats,
@@ -208,7 +224,11 @@ def standardize(counts: Mapping[str, int]) -> dict[str, int]:
         stmt_exclusive_stats=exclusive,
         stmt_callgrind_out=None,
     )
-    return {fc.function: fc.count for fc in stats.as_standardized().stats(inclusive=False).denoise()}
+    standardized = stats.as_standardized().stats(inclusive=False).denoise()
+    if batch_dir is not None:
+        generated = re.compile(re.escape(str(batch_dir)) + r"/inductor/\d+/")
+        standardized = standardized.transform(lambda fn: generated.sub("<torch.compile cache>/", fn))
+    return {fc.function: fc.count for fc in standardized}
 
 
 # =============================================================================
@@ -232,6 +252,10 @@ def _control_source() -> str:
         f"""\
         #define PY_SSIZE_T_CLEAN
         #include <Python.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include <string.h>
+        #include <unistd.h>
         #include "callgrind.h"
 
         #define NOARGS(name) static PyObject* name(PyObject* self, PyObject* unused)
@@ -245,6 +269,27 @@ def _control_source() -> str:
         }}
         NOARGS(running_on_valgrind) {{ return PyLong_FromLong(RUNNING_ON_VALGRIND); }}
 
+        /* Total of this process's first dump (the probe), read without Python objects
+           whose size would depend on the pid's digits. */
+        static PyObject* probe_total(PyObject* self, PyObject* prefix) {{
+          char path[4096], line[512];
+          long long total = -1;
+          if (!PyBytes_Check(prefix)) {{
+            PyErr_SetString(PyExc_TypeError, "prefix must be bytes");
+            return NULL;
+          }}
+          snprintf(path, sizeof path, "%s.%d.1", PyBytes_AS_STRING(prefix), (int)getpid());
+          FILE* f = fopen(path, "r");
+          if (f == NULL) return PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);
+          while (total < 0 && fgets(line, sizeof line, f) != NULL) {{
+            if (strncmp(line, "summary:", 8) == 0 || strncmp(line, "totals:", 7) == 0)
+              total = strtoll(strchr(line, ':') + 1, NULL, 10);
+          }}
+          fclose(f);
+          if (total < 0) return PyErr_Format(PyExc_ValueError, "%s: no summary line", path);
+          return PyLong_FromLongLong(total);
+        }}
+
         static PyMethodDef methods[] = {{
           {{"zero", zero, METH_NOARGS, NULL}},
           {{"dump_probe", dump_probe, METH_NOARGS, NULL}},
@@ -252,6 +297,7 @@ def _control_source() -> str:
           {{"start_instrumentation", start_instrumentation, METH_NOARGS, NULL}},
           {{"discard_translations", discard_translations, METH_NOARGS, NULL}},
           {{"running_on_valgrind", running_on_valgrind, METH_NOARGS, NULL}},
+          {{"probe_total", probe_total, METH_O, NULL}},
           {{NULL, NULL, 0, NULL}},
         }};
         static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "{CONTROL_MODULE}", NULL, -1, methods}};
@@ -288,37 +334,48 @@ def _python_loop(stmt: str, setup: str, torch: Any) -> tuple[Callable[..., None]
     return code["_benchkit_loop"], {name: namespace[name] for name in names}
 
 
+def _settle() -> None:
+    """Bring state that setup left behind to a canonical form before warm-up: collect
+    garbage, then no collections; empty CPython's type attribute cache."""
+    gc.collect()
+    gc.disable()
+    sys._clear_type_cache()
+
+
 def _count_python(
     spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any, phases: dict[str, float]
 ) -> None:
     loop, values = _python_loop(spec["stmt"], spec["setup"], torch)
     phases["setup"] = time.monotonic()
     nothing = int  # a builtin taking no arguments: warm-up rounds measure nothing
-    gc.collect()
-    gc.disable()
+    _settle()
     loop(itertools.repeat(None, spec["warmup"]), nothing, nothing, **values)
     phases["warmup"] = time.monotonic()
     ctl.start_instrumentation()
     loop(itertools.repeat(None, 1), ctl.zero, ctl.dump_probe, **values)
     number = after_probe()
-    if number > 1:
-        loop(itertools.repeat(None, number), nothing, nothing, **values)
-    for _ in range(spec["repeats"]):
+    for _ in range(repeats_for(number)):
         loop(itertools.repeat(None, number), ctl.zero, ctl.dump_repeat, **values)
 
 
 def _count_cpp(spec: dict[str, Any], after_probe: Callable[[], int]) -> None:
     module = _load_extension(spec["module"], spec["library"])
-    gc.collect()
-    gc.disable()
-    getattr(module, spec["function"])(spec["warmup"], spec["repeats"], after_probe)
+    _settle()
+    getattr(module, spec["function"])(spec["warmup"], REPEATS, SINGLE_EXECUTION_REPEATS, after_probe)
 
 
-def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
+def _case_name(index: int) -> str:
+    return f"{index:06d}"
+
+
+def _child(root: Path, index: int, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
     """One case in a forked child. Never returns: it SIGKILLs itself so that
     callgrind's exit-time dump (nothing left to collect) is skipped."""
+    # Everything the child allocates before measuring has the same size for every
+    # case and run: fixed-width names, nothing derived from the pid's digits.
+    name = _case_name(index)
     case_dir = root / "cases"
-    log = os.open(case_dir / f"{index}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    log = os.open(case_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
     result: dict[str, Any]
@@ -326,11 +383,14 @@ def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
     state: dict[str, Any] = {}
     phases: dict[str, float] = {}  # when each step ended, for --keep-files diagnostics
     try:
-        spec = json.loads((case_dir / f"{index}.json").read_text())
+        spec = json.loads((case_dir / f"{name}.json").read_text())
+        # A torch.compile cache of its own: compiling never depends on earlier cases.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "inductor" / name)
+        random.seed(0)  # setup's Python-level randomness (and libraries', e.g. temp names)
         dump_prefix = str(root / f"cg.{os.getpid()}")
 
         def after_probe() -> int:
-            probe = read_total(f"{dump_prefix}.1")
+            probe = ctl.probe_total(probe_prefix)
             state["probe"] = probe
             state["number"] = choose_number(probe)
             phases["probe"] = time.monotonic()
@@ -341,9 +401,9 @@ def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
             _count_python(spec, ctl, after_probe, torch, phases)
         else:
             _count_cpp(spec, after_probe)
-        dumps = [f"{dump_prefix}.{i + 2}" for i in range(spec["repeats"])]
+        dumps = [f"{dump_prefix}.{i + 2}" for i in range(repeats_for(state["number"]))]
         missing = [d for d in dumps if not os.path.exists(d)]
-        if missing or "number" not in state:
+        if missing:
             raise RuntimeError(f"callgrind wrote no dump {missing or dump_prefix + '.1'}")
         result = {
             "status": "ok",
@@ -356,9 +416,9 @@ def _child(root: Path, index: int, ctl: Any, torch: Any) -> NoReturn:
     except BaseException:
         result = {"status": "failed", "error": traceback.format_exc()}
     try:
-        tmp = case_dir / f".{index}.result.tmp"
+        tmp = case_dir / f".{name}.result.tmp"
         tmp.write_text(json.dumps(result))
-        os.replace(tmp, case_dir / f"{index}.result.json")
+        os.replace(tmp, case_dir / f"{name}.result.json")
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
@@ -388,6 +448,7 @@ def _template_main(root: Path, control_library: str) -> None:
     }
     # Children start instrumentation, which discards every translation; with
     # none inherited that costs milliseconds instead of a second per case.
+    probe_prefix = str(root / "cg").encode()
     ctl.discard_translations()
     os.write(1, f"ready {json.dumps(info)}\n".encode())
     stdin = sys.stdin.buffer
@@ -400,10 +461,10 @@ def _template_main(root: Path, control_library: str) -> None:
         if pid == 0:
             if index < 0:  # warm-up round of this loop: nothing to run
                 os._exit(0)
-            _child(root, index, ctl, torch)
-        os.write(1, f"started {index} {pid}\n".encode())
+            _child(root, index, ctl, torch, probe_prefix)
+        os.write(1, b"started %06d %08d\n" % (index, pid))
         _, status = os.waitpid(pid, 0)
-        os.write(1, f"finished {index} {status}\n".encode())
+        os.write(1, b"finished %06d %08d\n" % (index, status))
 
 
 # =============================================================================
@@ -419,7 +480,7 @@ class ValgrindUnavailable(RuntimeError):
 class CaseCount:
     """The instruction count of one case, or why there is none.
 
-    ``instructions`` is per execution of the statement: the median repeat's
+    ``instructions`` is per execution of the statement: the smallest repeat's
     total divided by ``number``. ``functions`` are that repeat's standardized
     exclusive counts (totals over ``number`` executions).
     """
@@ -514,7 +575,8 @@ _COUNT_PRELUDE = """\
 # Per-snippet counting function. Python passes `after_probe`, which reads the
 # probe's dump and returns the executions per repeat.
 _COUNT_FUNCTION = """
-void {name}(int64_t warmup, int64_t repeats, const std::function<int64_t()>& after_probe) {{
+void {name}(int64_t warmup, int64_t repeats, int64_t single_execution_repeats,
+            const std::function<int64_t()>& after_probe) {{
   // As in C++ programs (autograd refuses to run under the GIL); pybind11 takes
   // the GIL back to call `after_probe`.
   pybind11::gil_scoped_release no_gil;
@@ -530,8 +592,8 @@ void {name}(int64_t warmup, int64_t repeats, const std::function<int64_t()>& aft
   benchkit_stmt();
   CALLGRIND_DUMP_STATS_AT("probe");
   const int64_t number = after_probe();
-  for (int64_t benchkit_i = 0; benchkit_i < (number > 1 ? number : 0); benchkit_i++) benchkit_stmt();
-  for (int64_t benchkit_r = 0; benchkit_r < repeats; benchkit_r++) {{
+  const int64_t rounds = number > 1 ? repeats : single_execution_repeats;  // as repeats_for()
+  for (int64_t benchkit_r = 0; benchkit_r < rounds; benchkit_r++) {{
     CALLGRIND_ZERO_STATS;
     for (int64_t benchkit_i = 0; benchkit_i < number; benchkit_i++) benchkit_stmt();
     CALLGRIND_DUMP_STATS_AT("repeat");
@@ -629,7 +691,7 @@ def _fixed_environment(control_library: Path) -> dict[str, str]:
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
     }
     # Needed to find torch at all in some installs; constant for one installation.
-    for name in ("PYTHONPATH", "LD_LIBRARY_PATH", "TORCHINDUCTOR_CACHE_DIR"):
+    for name in ("PYTHONPATH", "LD_LIBRARY_PATH"):
         if os.environ.get(name):
             env[name] = os.environ[name]
     return env
@@ -690,7 +752,7 @@ class _Template:
     def send(self, index: int) -> None:
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(f"{index}\n".encode())
+            self.process.stdin.write(f"{_case_name(index)}\n".encode())
             self.process.stdin.flush()
         except OSError as e:
             raise _TemplateDied(f"worker stdin closed: {e}\n{self.tail()}") from e
@@ -743,6 +805,9 @@ class _Batch:
     )
     done: int = 0
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    keep_files: bool = False
+    templates: list[_Template] = dataclasses.field(default_factory=list)
+    stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
     started: float = dataclasses.field(default_factory=time.monotonic)
 
     def record(self, index: int, count: CaseCount) -> None:
@@ -766,24 +831,24 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
     """Read a finished child's result and dumps into a `CaseCount`."""
     key = batch.cases[index].key
     case_dir = batch.root / "cases"
-    result_path = case_dir / f"{index}.result.json"
+    result_path = case_dir / f"{_case_name(index)}.result.json"
     try:
         if not result_path.exists():
             reason = note or (f"worker {_describe_status(status)}" if status is not None else "worker lost")
-            log = _log_tail(case_dir / f"{index}.log")
+            log = _log_tail(case_dir / f"{_case_name(index)}.log")
             return CaseCount(key, "failed", error=f"{reason}\n{log}".strip(), seconds=elapsed)
         result = json.loads(result_path.read_text())
         if result["status"] != "ok":
             return CaseCount(key, "failed", error=result.get("error", "unknown error"), seconds=elapsed)
         number = int(result["number"])
-        profiles = [standardize(read_function_counts(d)) for d in result["dumps"]]
+        profiles = [standardize(read_function_counts(d), batch.root) for d in result["dumps"]]
         totals = [sum(p.values()) for p in profiles]
-        median = statistics.median_low(totals)
-        chosen = profiles[totals.index(median)]
+        best = min(totals)
+        chosen = profiles[totals.index(best)]
         return CaseCount(
             key,
             "ok",
-            instructions=median / number,
+            instructions=best / number,
             number=number,
             repeat_totals=tuple(totals),
             probe=int(result["probe"]),
@@ -791,7 +856,7 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
             seconds=elapsed,
         )
     finally:
-        for path in batch.root.glob(f"cg.{pid}.*"):
+        for path in [] if batch.keep_files else batch.root.glob(f"cg.{pid}.*"):
             path.unlink(missing_ok=True)
 
 
@@ -806,14 +871,18 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
                 index = work.get_nowait()
             except queue.Empty:
                 return info
+            if batch.stopping.is_set():
+                return info
             while template is None:
                 template = make_template()
+                with batch.lock:
+                    batch.templates.append(template)
                 try:
                     info = json.loads(template.expect("ready ", TEMPLATE_START_TIMEOUT))
                     for warm_up in (-1, -1):  # bring the fork loop to its steady state
                         template.send(warm_up)
-                        template.expect("started -1 ", TEMPLATE_START_TIMEOUT)
-                        template.expect("finished -1 ", TEMPLATE_START_TIMEOUT)
+                        template.expect(f"started {_case_name(-1)} ", TEMPLATE_START_TIMEOUT)
+                        template.expect(f"finished {_case_name(-1)} ", TEMPLATE_START_TIMEOUT)
                 except (TimeoutError, _TemplateDied) as e:
                     tail = template.tail() if isinstance(e, TimeoutError) else str(e)
                     template.close()
@@ -827,14 +896,14 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
             pid = -1
             try:
                 template.send(index)
-                pid = int(template.expect(f"started {index} ", TEMPLATE_START_TIMEOUT))
+                pid = int(template.expect(f"started {_case_name(index)} ", TEMPLATE_START_TIMEOUT))
                 try:
-                    status = int(template.expect(f"finished {index} ", batch.case_timeout))
+                    status = int(template.expect(f"finished {_case_name(index)} ", batch.case_timeout))
                 except TimeoutError:
                     note = f"timed out after {batch.case_timeout:.0f}s"
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    status = int(template.expect(f"finished {index} ", 60))
+                    status = int(template.expect(f"finished {_case_name(index)} ", 60))
             except (TimeoutError, _TemplateDied) as e:
                 note = note or f"the valgrind worker died while running this case:\n{e}"
                 if pid > 0:
@@ -874,7 +943,6 @@ def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[st
             "language": args.language.name,
             "num_threads": args.num_threads,
             "warmup": WARMUP,
-            "repeats": REPEATS,
         }
         if args.language is Language.CPP:
             snippet = Snippet.of(args)
@@ -887,7 +955,7 @@ def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[st
         else:
             spec.update(stmt=args.stmt, setup=args.setup)
         specs[index] = spec
-        (batch_root / "cases" / f"{index}.json").write_text(json.dumps(spec))
+        (batch_root / "cases" / f"{_case_name(index)}.json").write_text(json.dumps(spec))
     return _Batch(batch_root, list(cases), specs, preset, DEFAULT_CASE_TIMEOUT, progress)
 
 
@@ -932,6 +1000,7 @@ def collect(
     try:
         batch = _write_specs(root, cases, progress)
         batch.case_timeout = case_timeout
+        batch.keep_files = keep_files
         prep_seconds = time.monotonic() - start
         runnable = [i for i, spec in batch.specs.items() if spec is not None]
         for index, count in batch.preset.items():
@@ -990,8 +1059,17 @@ def collect(
             parse_thread = threading.Thread(target=parser)
             for thread in [*threads, parse_thread]:
                 thread.start()
-            for thread in threads:
-                thread.join()
+            try:
+                for thread in threads:
+                    thread.join()
+            except KeyboardInterrupt:  # stop the valgrind processes too, not just this one
+                batch.stopping.set()
+                with batch.lock:
+                    for template in batch.templates:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(template.process.pid, signal.SIGKILL)
+                batch.finished.put(None)
+                raise
             batch.finished.put(None)
             parse_thread.join()
         if errors and not any(infos):
@@ -1018,7 +1096,8 @@ def collect(
             "host": platform.node(),
             "warmup": WARMUP,
             "repeats": REPEATS,
-            "statistic": "median of repeats, per execution",
+            "repeats_single_execution": SINGLE_EXECUTION_REPEATS,
+            "statistic": "minimum of repeats, per execution",
             "jobs": jobs,
             "preparation_seconds": round(prep_seconds, 1),
         }
