@@ -853,7 +853,8 @@ def _sparkline_symbol(
     step = (width - 2 * pad) / max(len(points) - 1, 1)
     coords: dict[str, tuple[float, float]] = {}
     for i, (build, value) in enumerate(points):
-        coords[build.commit] = (pad + i * step, height - pad - (value - low) / span * (height - 2 * pad))
+        x = pad + i * step if len(points) > 1 else width / 2  # a single commit sits in the middle
+        coords[build.commit] = (x, height - pad - (value - low) / span * (height - 2 * pad))
     parity = height - pad - (1.0 - low) / span * (height - 2 * pad)
     poly = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords.values())
     dots = "".join(
