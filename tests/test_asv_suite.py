@@ -61,7 +61,7 @@ def test_asv_run_measures_python_cpp_and_torchscript(tmp_path: Path) -> None:
     env = {**os.environ, "BENCHKIT_STANDARD": "0", "BENCHKIT_DEFINITIONS": str(definitions)}
     subprocess.run(["asv", "machine", "--yes"], cwd=REPO_ROOT, env=env, capture_output=True, check=True)
     result = subprocess.run(
-        ["asv", "run", "--python=same", "--quick", "--show-stderr"],
+        ["asv", "run", "--python=same", "--quick", "--show-stderr", "-b", r"instruction_counts\..*time_wall"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,

@@ -51,7 +51,9 @@ def test_list_standard_suite() -> None:
 
 
 def test_list_filter_and_user_definitions(user_definitions: Path) -> None:
-    result = _benchkit("list", "--definitions", str(user_definitions), "--no-standard", "--filter", "fine")
+    result = _benchkit(
+        "list", "--definitions", str(user_definitions), "--no-standard", "--filter", "^user/fine "
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "user/fine\tEager\tForward\tPython\t1 thread(s)",
