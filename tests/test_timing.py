@@ -93,5 +93,5 @@ def test_unscriptable_model_is_skipped_with_reason() -> None:
     cases = materialize({"ts": GroupedStmts("y = x.numpy()", setup=GroupedSetup("x = torch.ones(2)"),
                                             signature="f(x) -> y", torchscript=True)})
     jit = next(c for c in cases if c.autolabels.runtime.name == "JIT")
-    with pytest.raises(CaseSkipped, match="torch.jit could not script"):
+    with pytest.raises(CaseSkipped, match=r"torch\.jit could not script"):
         prepare(jit.timer_args, jit.key)
