@@ -278,9 +278,15 @@ def _units(conf: Any) -> dict[str, str | None]:
 
 
 def default_metric(name: str, unit: str | None) -> str:
-    if unit == "instructions":
+    """The metric by asv's unit; by the method name when benchmarks.json lacks the benchmark.
+
+    (Any `asv run -b REGEX` in the same results folder rewrites benchmarks.json
+    with only the benchmarks it selected, so older results can lose their unit.)
+    """
+    method = name.split("(")[0].rsplit(".", 1)[-1]
+    if unit == "instructions" or (unit is None and method.endswith("instructions")):
         return "instructions"
-    if unit == "seconds" or (unit is None and name.rsplit(".", 1)[-1].startswith("time_")):
+    if unit == "seconds" or (unit is None and method.startswith("time_")):
         return "wall_time"
     return "ratio"
 

@@ -320,3 +320,16 @@ def test_repository_config_is_valid_and_applies() -> None:
     metric, threshold, override = config.rule_for("operators.AtenAdd.track_compile_seconds(x)", "wall_time")
     assert (metric, threshold) == ("wall_time", 0.5) and override is not None
     assert config.rule_for("instruction_counts.X.track_instructions", "instructions")[1:] == (0.005, None)
+
+
+def test_metric_from_the_name_when_benchmarks_json_lacks_the_benchmark(project: Project) -> None:
+    project.bench("ic.Add.track_instructions", "instructions")
+    project.add(BASE, "ic.Add.track_instructions", [1000.0])
+    project.add(HEAD, "ic.Add.track_instructions", [1020.0])  # +2%: a regression for instructions only
+    project.save()
+    asv_util.write_json(
+        str(project.results / "benchmarks.json"), {}, api_version=2
+    )  # e.g. after `asv run -b other`
+    verdict = check.run_check(BASE[:8], HEAD[:8], asv_config=project.root / "asv.conf.json")
+    [comparison] = verdict.comparisons
+    assert (comparison.metric, comparison.status) == ("instructions", "regression")
