@@ -151,6 +151,9 @@ def run_main_job(
         )
 
     progress.step(4, "publishing the site")
+    # Any other `asv run` on these results (e.g. `-b REGEX` or another suite selection) rewrites
+    # benchmarks.json, and asv publish draws graphs only for what it lists: rediscover first.
+    _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, check=False)
     html_dir = publish(conf_path)
 
     progress.step(5, "what changed between the torch builds")
