@@ -380,23 +380,34 @@ class ProfileStore:
             self.profiles = None
         found = self.profiles.find_profiles(results_dir) if self.profiles else []
         self.paths = {(p.machine, p.commit, p.env_name): p.path for p in found}
-        self.loaded: dict[tuple[str, str, str], Any] = {}
+        self.loaded: dict[tuple[str, str, str], tuple[Any, dict[str, str]] | None] = {}
 
-    def case(self, machine: str, commit: str, env: str, case_key: str) -> Any | None:
-        key = (machine, commit, env)
-        if key not in self.loaded:
-            path = self.paths.get(key)
+    def case(self, machine: str, commit: str, env: str, benchmark: str, key: str | None) -> Any | None:
+        """One case of a stored profile, by its key, else by the asv class name of `benchmark`."""
+        slot = (machine, commit, env)
+        if slot not in self.loaded:
+            path = self.paths.get(slot)
             if path is None:
                 return None
             try:
-                self.loaded[key] = self.profiles.load_profile(path)
+                profile = self.profiles.load_profile(path)
+                # asv class names end in content_key(case key, length=8) (benchkit.expand.asv_class_name),
+                # which finds the case when benchmarks.json (with the pretty name) lacks the benchmark.
+                by_hash = {content_key(k, length=8): k for k in profile.cases}
+                self.loaded[slot] = (profile, by_hash)
             except UserError as e:
                 _log(f"warning: {e}")
-                self.loaded[key] = None
+                self.loaded[slot] = None
             while len(self.loaded) > self.KEEP:
                 del self.loaded[next(iter(self.loaded))]
-        profile = self.loaded[key]
-        return None if profile is None else profile.cases.get(case_key)
+        entry = self.loaded[slot]
+        if entry is None:
+            return None
+        profile, by_hash = entry
+        if key is None:
+            parts = benchmark.split(".")
+            key = by_hash.get(parts[-2].rsplit("_", 1)[-1]) if len(parts) >= 3 else None
+        return None if key is None else profile.cases.get(key)
 
 
 def case_key(info: BenchmarkInfo | None) -> str | None:
@@ -410,11 +421,11 @@ def explain(
     store: ProfileStore, pair: PairChanges, c: check.Comparison, info: BenchmarkInfo | None
 ) -> Explanation | None:
     """The function-level diff behind an instruction-count change; None without both profiles."""
-    key = case_key(info)
-    if key is None or store.profiles is None:
+    if store.profiles is None:
         return None
-    base = store.case(pair.machine, pair.base.commit, c.env, key)
-    head = store.case(pair.machine, pair.head.commit, c.env, key)
+    key = case_key(info)
+    base = store.case(pair.machine, pair.base.commit, c.env, c.name, key)
+    head = store.case(pair.machine, pair.head.commit, c.env, c.name, key)
     if base is None or head is None:
         return None
     diff = store.profiles.diff_case(base, head, top=sys.maxsize)

@@ -40,6 +40,7 @@ from benchkit import profiles  # noqa: E402
 from benchkit.build_torch import BuildRecord  # noqa: E402
 from benchkit.callgrind_track import BatchResult, CaseCount  # noqa: E402
 from benchkit.history import HistoryRepo  # noqa: E402
+from benchkit.util import content_key  # noqa: E402
 
 MACHINE = "synthetic"
 ENV = "virtualenv-py3.11-numpy"
@@ -107,8 +108,9 @@ def synthetic_benchmarks(count: int) -> dict[str, dict[str, Any]]:
             benchmarks[name] = _benchmark(name, unit, f"{op} [{method}]", [list(INPUTS)])
     remaining = count - len(benchmarks)
     for i in range(remaining):
-        case = f"Case{i // 2:03d}"
         pretty = f"Synthetic/op{i // 2:03d} | Python | Eager | Forward | 1 thread(s)"
+        # Named as benchkit.expand.asv_class_name names a case: readable slug + hash of the case key.
+        case = f"Synthetic_op{i // 2:03d}_PYTHON_EAGER_FORWARD_t1_{content_key(pretty, length=8)}"
         if i % 2 == 0:
             name = f"instruction_counts.{case}.track_instructions"
             benchmarks[name] = _benchmark(name, "instructions", f"{pretty} [track_instructions]")
