@@ -7,14 +7,21 @@
   if (window.location.protocol !== "file:" || !window.jQuery || window.benchkitJson) return;
   var waiting = {};
 
+  // Requests may carry a percent-encoded path (graph folders hold spaces); the twins name the plain one.
+  function plain(path) {
+    try { return decodeURIComponent(path); } catch (e) { return path; }
+  }
+
   window.benchkitJson = function (path, data) {
+    path = plain(path);
     var callbacks = waiting[path] || [];
     delete waiting[path];
     callbacks.forEach(function (callback) { callback(data); });
   };
 
   jQuery.ajaxTransport("json", function (options) {
-    var path = options.url.split("?")[0].split("#")[0];
+    var url = options.url.split("?")[0].split("#")[0];
+    var path = plain(url);
     var script = null;
     var done = false;
     return {
@@ -25,14 +32,19 @@
           complete(200, "success", { json: data });
         });
         script = document.createElement("script");
-        script.src = path + ".js";
+        script.src = url + ".js";
         script.onerror = function () {
           if (done) return;
           done = true;
           delete waiting[path];
           complete(404, "not found");
         };
-        script.onload = function () { script.remove(); };
+        script.onload = function () {
+          script.remove();
+          if (done) return;  // the twin answered while it ran
+          done = true;  // it ran without answering this request: fail instead of waiting forever
+          complete(500, "script twin did not provide " + path);
+        };
         document.head.appendChild(script);
       },
       abort: function () {
