@@ -62,6 +62,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import fcntl
 import gc
 import importlib.machinery
 import importlib.util
@@ -76,7 +77,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -89,13 +89,15 @@ if TYPE_CHECKING:
     from benchkit.cpp_batch import Shard, Snippet
     from benchkit.expand import Case
 
-# Executions before instrumentation starts (setup's lazy init, allocator warm-up).
-WARMUP = 5
+# Executions before instrumentation starts (setup's lazy initialisation). The
+# allocator's and interpreter's slower settling shows in early repeats, which
+# the minimum leaves out; heavy statements cost seconds per execution here.
+WARMUP = 2
 # Collected repeats per case; the reported count is their minimum (see `repeats_for`).
 REPEATS = 5
 # A case whose single execution fills a repeat needs fewer: its count dwarfs the
 # allocator's occasional extra work, and each repeat costs seconds under valgrind.
-SINGLE_EXECUTION_REPEATS = 3
+SINGLE_EXECUTION_REPEATS = 2
 # A repeat should hold about this many instructions: enough executions that the
 # few hundred instructions of starting and dumping a region are noise (<0.05%),
 # few enough that some repeats escape glibc's periodic consolidation (below).
@@ -199,36 +201,55 @@ def read_function_counts(path: str | os.PathLike[str]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def standardize(counts: Mapping[str, int], batch_dir: Path | None = None) -> dict[str, int]:
-    """torch's own clean-up of function names: `CallgrindStats.as_standardized` strips
-    build-directory prefixes and library names (so two builds diff cleanly), then
-    `FunctionCounts.denoise` drops CPython symbols known to be noisy. Code that
-    torch.compile generated into a case's cache folder of `batch_dir` is named
-    without that (per-batch, per-case) folder."""
-    from torch.utils.benchmark.utils.common import TaskSpec
-    from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import (
-        CallgrindStats,
-        FunctionCount,
-        FunctionCounts,
-    )
+_STANDARD_NAMES: dict[str, str | None] = {}
 
-    exclusive = FunctionCounts(tuple(FunctionCount(c, fn) for fn, c in counts.items()), inclusive=False)
-    empty_inclusive = FunctionCounts((), inclusive=True)
-    stats = CallgrindStats(
-        task_spec=TaskSpec(stmt="", setup=""),
-        number_per_run=1,
-        built_with_debug_symbols=False,
-        baseline_inclusive_stats=empty_inclusive,
-        baseline_exclusive_stats=FunctionCounts((), inclusive=False),
-        stmt_inclusive_stats=empty_inclusive,
-        stmt_exclusive_stats=exclusive,
-        stmt_callgrind_out=None,
-    )
-    standardized = stats.as_standardized().stats(inclusive=False).denoise()
-    if batch_dir is not None:
-        generated = re.compile(re.escape(str(batch_dir)) + r"/inductor/\d+/")
-        standardized = standardized.transform(lambda fn: generated.sub("<torch.compile cache>/", fn))
-    return {fc.function: fc.count for fc in standardized}
+
+def _standard_name(raw: str) -> str | None:
+    """torch's clean-up of one function name (None: a noisy symbol that is dropped).
+
+    `CallgrindStats.as_standardized` strips build-directory prefixes and library
+    names (so two builds diff cleanly) and `FunctionCounts.denoise` drops CPython
+    symbols known to be noisy. Both work on whole profiles and cost ~1 ms per
+    function, so each distinct name goes through them once per process.
+    """
+    if raw not in _STANDARD_NAMES:
+        from torch.utils.benchmark.utils.common import TaskSpec
+        from torch.utils.benchmark.utils.valgrind_wrapper.timer_interface import (
+            CallgrindStats,
+            FunctionCount,
+            FunctionCounts,
+        )
+
+        inclusive = FunctionCounts((), inclusive=True)
+        stats = CallgrindStats(
+            task_spec=TaskSpec(stmt="", setup=""),
+            number_per_run=1,
+            built_with_debug_symbols=False,
+            baseline_inclusive_stats=inclusive,
+            baseline_exclusive_stats=FunctionCounts((), inclusive=False),
+            stmt_inclusive_stats=inclusive,
+            stmt_exclusive_stats=FunctionCounts((FunctionCount(1, raw),), inclusive=False),
+            stmt_callgrind_out=None,
+        )
+        kept = list(stats.as_standardized().stats(inclusive=False).denoise())
+        _STANDARD_NAMES[raw] = kept[0].function if kept else None
+    return _STANDARD_NAMES[raw]
+
+
+def standardize(counts: Mapping[str, int], batch_dir: Path | None = None) -> dict[str, int]:
+    """Exclusive counts under torch's standardized names (`_standard_name`), noisy
+    symbols dropped. Code that torch.compile generated into a case's cache folder of
+    `batch_dir` is named without that (per-batch, per-case) folder."""
+    generated = re.compile(re.escape(str(batch_dir)) + r"/inductor/\d+/") if batch_dir else None
+    merged: dict[str, int] = {}
+    for raw, count in counts.items():
+        name = _standard_name(raw)
+        if name is None:
+            continue
+        if generated is not None:
+            name = generated.sub("<torch.compile cache>/", name)
+        merged[name] = merged.get(name, 0) + count
+    return {name: count for name, count in merged.items() if count}
 
 
 # =============================================================================
@@ -364,16 +385,16 @@ def _count_cpp(spec: dict[str, Any], after_probe: Callable[[], int]) -> None:
     getattr(module, spec["function"])(spec["warmup"], REPEATS, SINGLE_EXECUTION_REPEATS, after_probe)
 
 
-def _case_name(index: int) -> str:
-    return f"{index:06d}"
+# A case's files are named by its fingerprint: the same names (and lengths) in
+# every batch, whatever else the batch holds.
+WARM_UP_NAME = "0" * 16
 
 
-def _child(root: Path, index: int, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
+def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
     """One case in a forked child. Never returns: it SIGKILLs itself so that
     callgrind's exit-time dump (nothing left to collect) is skipped."""
-    # Everything the child allocates before measuring has the same size for every
-    # case and run: fixed-width names, nothing derived from the pid's digits.
-    name = _case_name(index)
+    # Everything the child allocates before measuring is the same in every run:
+    # fixed names, nothing derived from the pid.
     case_dir = root / "cases"
     log = os.open(case_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
@@ -387,7 +408,6 @@ def _child(root: Path, index: int, ctl: Any, torch: Any, probe_prefix: bytes) ->
         # A torch.compile cache of its own: compiling never depends on earlier cases.
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "inductor" / name)
         random.seed(0)  # setup's Python-level randomness (and libraries', e.g. temp names)
-        dump_prefix = str(root / f"cg.{os.getpid()}")
 
         def after_probe() -> int:
             probe = ctl.probe_total(probe_prefix)
@@ -401,16 +421,17 @@ def _child(root: Path, index: int, ctl: Any, torch: Any, probe_prefix: bytes) ->
             _count_python(spec, ctl, after_probe, torch, phases)
         else:
             _count_cpp(spec, after_probe)
-        dumps = [f"{dump_prefix}.{i + 2}" for i in range(repeats_for(state["number"]))]
+        # Dump 1 is the probe; callgrind numbers a process's dumps from 1.
+        dumps = [str(root / f"cg.{os.getpid()}.{i + 2}") for i in range(repeats_for(state["number"]))]
         missing = [d for d in dumps if not os.path.exists(d)]
         if missing:
-            raise RuntimeError(f"callgrind wrote no dump {missing or dump_prefix + '.1'}")
+            raise RuntimeError(f"callgrind wrote no dump {missing}")
         result = {
             "status": "ok",
             "number": state["number"],
             "probe": state["probe"],
             "dumps": dumps,
-            "phases": {name: round(t - started, 3) for name, t in phases.items()},
+            "phases": {step: round(t - started, 3) for step, t in phases.items()},
             "seconds": time.monotonic() - started,
         }
     except BaseException:
@@ -429,9 +450,9 @@ def _child(root: Path, index: int, ctl: Any, torch: Any, probe_prefix: bytes) ->
 def _template_main(root: Path, control_library: str) -> None:
     """Import torch uninstrumented, then fork one child per case index read from stdin.
 
-    Protocol on stdout (one line each): ``ready <json>``, then per index
-    ``started <index> <pid>`` and ``finished <index> <wait status>``. The loop
-    does the same work for every case, so every child starts from the same state.
+    Protocol on stdout (one line each): ``ready <json>``, then per case name read
+    from stdin ``started <name> <pid>`` and ``finished <name> <wait status>``. The
+    loop does the same work for every case, so every child starts from the same state.
     """
     import torch
 
@@ -456,15 +477,15 @@ def _template_main(root: Path, control_library: str) -> None:
         line = stdin.readline()
         if not line:
             return
-        index = int(line)
+        name = line[:-1]
         pid = os.fork()
         if pid == 0:
-            if index < 0:  # warm-up round of this loop: nothing to run
+            if name == WARM_UP_NAME.encode():  # warm-up round of this loop: nothing to run
                 os._exit(0)
-            _child(root, index, ctl, torch, probe_prefix)
-        os.write(1, b"started %06d %08d\n" % (index, pid))
+            _child(root, name.decode(), ctl, torch, probe_prefix)
+        os.write(1, b"started %s %08d\n" % (name, pid))
         _, status = os.waitpid(pid, 0)
-        os.write(1, b"finished %06d %08d\n" % (index, status))
+        os.write(1, b"finished %s %08d\n" % (name, status))
 
 
 # =============================================================================
@@ -749,10 +770,10 @@ class _Template:
             raise _TemplateDied(f"unexpected worker output {line!r}\n{self.tail()}")
         return line[len(prefix) :]
 
-    def send(self, index: int) -> None:
+    def send(self, name: str) -> None:
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(f"{_case_name(index)}\n".encode())
+            self.process.stdin.write(f"{name}\n".encode())
             self.process.stdin.flush()
         except OSError as e:
             raise _TemplateDied(f"worker stdin closed: {e}\n{self.tail()}") from e
@@ -794,6 +815,7 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 class _Batch:
     root: Path
     cases: list[Case]
+    names: list[str]  # file name of each case (its fingerprint)
     specs: dict[int, dict[str, Any] | None]  # None: not run (see `preset`)
     preset: dict[int, CaseCount]  # cases decided before running (skipped, compile failed)
     case_timeout: float
@@ -831,11 +853,12 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
     """Read a finished child's result and dumps into a `CaseCount`."""
     key = batch.cases[index].key
     case_dir = batch.root / "cases"
-    result_path = case_dir / f"{_case_name(index)}.result.json"
+    name = batch.names[index]
+    result_path = case_dir / f"{name}.result.json"
     try:
         if not result_path.exists():
             reason = note or (f"worker {_describe_status(status)}" if status is not None else "worker lost")
-            log = _log_tail(case_dir / f"{_case_name(index)}.log")
+            log = _log_tail(case_dir / f"{name}.log")
             return CaseCount(key, "failed", error=f"{reason}\n{log}".strip(), seconds=elapsed)
         result = json.loads(result_path.read_text())
         if result["status"] != "ok":
@@ -879,10 +902,10 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
                     batch.templates.append(template)
                 try:
                     info = json.loads(template.expect("ready ", TEMPLATE_START_TIMEOUT))
-                    for warm_up in (-1, -1):  # bring the fork loop to its steady state
-                        template.send(warm_up)
-                        template.expect(f"started {_case_name(-1)} ", TEMPLATE_START_TIMEOUT)
-                        template.expect(f"finished {_case_name(-1)} ", TEMPLATE_START_TIMEOUT)
+                    for _ in range(2):  # bring the fork loop to its steady state
+                        template.send(WARM_UP_NAME)
+                        template.expect(f"started {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
+                        template.expect(f"finished {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
                 except (TimeoutError, _TemplateDied) as e:
                     tail = template.tail() if isinstance(e, TimeoutError) else str(e)
                     template.close()
@@ -895,15 +918,16 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
             status: int | None = None
             pid = -1
             try:
-                template.send(index)
-                pid = int(template.expect(f"started {_case_name(index)} ", TEMPLATE_START_TIMEOUT))
+                name = batch.names[index]
+                template.send(name)
+                pid = int(template.expect(f"started {name} ", TEMPLATE_START_TIMEOUT))
                 try:
-                    status = int(template.expect(f"finished {_case_name(index)} ", batch.case_timeout))
+                    status = int(template.expect(f"finished {name} ", batch.case_timeout))
                 except TimeoutError:
                     note = f"timed out after {batch.case_timeout:.0f}s"
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    status = int(template.expect(f"finished {_case_name(index)} ", 60))
+                    status = int(template.expect(f"finished {name} ", 60))
             except (TimeoutError, _TemplateDied) as e:
                 note = note or f"the valgrind worker died while running this case:\n{e}"
                 if pid > 0:
@@ -955,8 +979,27 @@ def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[st
         else:
             spec.update(stmt=args.stmt, setup=args.setup)
         specs[index] = spec
-        (batch_root / "cases" / f"{_case_name(index)}.json").write_text(json.dumps(spec))
-    return _Batch(batch_root, list(cases), specs, preset, DEFAULT_CASE_TIMEOUT, progress)
+        (batch_root / "cases" / f"{case.fingerprint}.json").write_text(json.dumps(spec))
+    names = [case.fingerprint for case in cases]
+    return _Batch(batch_root, list(cases), names, specs, preset, DEFAULT_CASE_TIMEOUT, progress)
+
+
+def _claim_batch_dir(runs: Path) -> tuple[Path, int]:
+    """A batch folder with the same name in every run (paths end up in argv, in the
+    environment and in interned strings of every case), locked for this batch:
+    ``batch00`` unless another batch is running."""
+    for slot in range(100):
+        lock = os.open(runs / f"batch{slot:02d}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock)
+            continue
+        root = runs / f"batch{slot:02d}"
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        return root, lock
+    raise ValgrindUnavailable(f"100 instruction-count batches are already running in {runs}")
 
 
 def _durations_path() -> Path:
@@ -995,8 +1038,7 @@ def collect(
         raise ValgrindUnavailable("this torch build has no valgrind support")
     control = build_control_library()
     cases = list(cases)
-    runs = cache_dir("callgrind", "runs")
-    root = Path(tempfile.mkdtemp(prefix="batch-", dir=runs))
+    root, lock = _claim_batch_dir(cache_dir("callgrind", "runs"))
     try:
         batch = _write_specs(root, cases, progress)
         batch.case_timeout = case_timeout
@@ -1106,6 +1148,7 @@ def collect(
     finally:
         if not keep_files:
             shutil.rmtree(root, ignore_errors=True)
+        os.close(lock)
 
 
 # =============================================================================

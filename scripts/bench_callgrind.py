@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,20 +62,30 @@ def benchkit(
     )
 
 
-def count_suite(cache: Path, out: Path, pattern: str | None) -> tuple[float, dict[str, Any], str]:
-    """One `benchkit counts` run in its own process; (seconds, --json data, load after)."""
+def cpu_seconds() -> float:
+    """CPU time of finished child processes (and theirs: valgrind, g++), user + system."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def count_suite(cache: Path, out: Path, pattern: str | None) -> tuple[float, float, dict[str, Any], str]:
+    """One `benchkit counts` run in its own process; (seconds, CPU seconds, --json data, load after).
+
+    On a shared machine wall time depends on the others' load; the CPU seconds of the
+    whole process tree do not, and CPU seconds / cores bounds the time on an idle machine.
+    """
     env = {**os.environ, "BENCHKIT_CACHE_DIR": str(cache)}
     args = ["counts", "--json", str(out), "--profile", str(out.with_suffix(".json.gz"))]
     if pattern:
         args += ["--filter", pattern]
-    start = time.monotonic()
+    start, cpu = time.monotonic(), cpu_seconds()
     done = benchkit(*args, env=env)
-    seconds = time.monotonic() - start
+    seconds, cpu = time.monotonic() - start, cpu_seconds() - cpu
     if done.returncode not in (0, 1):
         raise SystemExit(f"benchkit counts failed:\n{done.stderr[-3000:]}")
     summary = [line for line in done.stderr.splitlines() if "counted in" in line]
-    log(f"  {summary[-1] if summary else ''}")
-    return seconds, json.loads(out.read_text()), load()
+    log(f"  {summary[-1] if summary else ''} [{cpu:.0f} CPU s]")
+    return seconds, cpu, json.loads(out.read_text()), load()
 
 
 def compile_seconds(profile: Path) -> float:
@@ -96,7 +107,7 @@ lang = "c++" if args.language is Language.CPP else "python"
 start = time.monotonic()
 timer = Timer(stmt=args.stmt, setup=args.setup, global_setup=args.global_setup,
               num_threads=args.num_threads, language=lang)
-stats = timer.collect_callgrind(number=100, repeats=1, collect_baseline=False)
+stats = timer.collect_callgrind(number=100, collect_baseline=False)
 print(json.dumps({"seconds": time.monotonic() - start, "instructions": stats.counts(denoise=True) / 100}))
 """
 
@@ -104,6 +115,7 @@ print(json.dumps({"seconds": time.monotonic() - start, "instructions": stats.cou
 def collect_callgrind(case: Case, cache: Path) -> dict[str, float]:
     """Timer.collect_callgrind(number=100) on one case, in a fresh process as the upstream worker does."""
     env = {**os.environ, "BENCHKIT_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO_ROOT)}
+    cpu = cpu_seconds()
     done = subprocess.run(
         [sys.executable, "-c", _TIMER_SCRIPT, json.dumps(case.timer_args.to_json())],
         capture_output=True,
@@ -113,7 +125,7 @@ def collect_callgrind(case: Case, cache: Path) -> dict[str, float]:
     )
     if done.returncode:
         raise SystemExit(f"collect_callgrind failed for {case.key}:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "cpu": cpu_seconds() - cpu}
 
 
 def spread(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[float, str, float, float]]:
@@ -134,16 +146,16 @@ def suite_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     figures: dict[str, Any] = {"cases": len(selected)}
     if not args.skip_cold:
         log(f"cold run (empty cache), load before: {load()}")
-        seconds, _, after = count_suite(cache, work / "cold.json", args.filter)
-        figures["cold"] = (seconds, compile_seconds(work / "cold.json.gz"), after)
+        seconds, cpu, _, after = count_suite(cache, work / "cold.json", args.filter)
+        figures["cold"] = (seconds, cpu, compile_seconds(work / "cold.json.gz"), after)
     else:
         cache = Path(os.environ.get("BENCHKIT_CACHE_DIR") or Path.home() / ".cache" / "benchkit")
     runs = []
     for name in ("warm-A", "warm-B"):
         log(f"{name} run, load before: {load()}")
-        seconds, data, after = count_suite(cache, work / f"{name}.json", args.filter)
+        seconds, cpu, data, after = count_suite(cache, work / f"{name}.json", args.filter)
         runs.append(data)
-        figures[name] = (seconds, after)
+        figures[name] = (seconds, cpu, after)
     figures["spread"] = spread(*runs)
     figures["failed"] = sorted(k for k, v in runs[0].items() if v["status"] != "ok")
 
@@ -153,30 +165,35 @@ def suite_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         log(f"Timer.collect_callgrind: {case.key} (load {load()})")
         theirs = collect_callgrind(case, cache)
         ours = runs[0].get(case.key, {}).get("instructions")
-        timed.append((case.key, theirs["seconds"], theirs["instructions"], ours, load()))
+        timed.append((case.key, theirs["seconds"], theirs["cpu"], theirs["instructions"], ours, load()))
     figures["timer"] = timed
     return figures
 
 
 def report_suite(figures: dict[str, Any]) -> None:
-    n = figures["cases"]
-    print(f"\n== Whole suite: {n} cases, 2 valgrind workers (2 cores) ==")
+    n, cores = figures["cases"], os.cpu_count() or 1
+    print(f"\n== Whole suite: {n} cases, {cores} valgrind workers ({cores} cores) ==")
+    print(f"{'run':<28} {'wall s':>8} {'CPU s':>8} {'CPU s / cores':>14}   load average after")
     if "cold" in figures:
-        seconds, prep, after = figures["cold"]
-        print(f"cold (C++ compile + TorchScript included): {seconds:7.1f} s  "
-              f"(of which compile/preparation {prep:.0f} s)   load after: {after}")  # fmt: skip
+        seconds, cpu, prep, after = figures["cold"]
+        print(f"{'cold (compile included)':<28} {seconds:8.1f} {cpu:8.0f} {cpu / cores:14.1f}   {after}")
+        print(f"  of which C++ compile and TorchScript artifacts: {prep:.0f} s wall")
     for name in ("warm-A", "warm-B"):
-        seconds, after = figures[name]
-        print(f"{name:<42} {seconds:7.1f} s  = {seconds / n:.2f} s per case   load after: {after}")
+        seconds, cpu, after = figures[name]
+        print(f"{name:<28} {seconds:8.1f} {cpu:8.0f} {cpu / cores:14.1f}   {after}")
     warm = min(figures["warm-A"][0], figures["warm-B"][0]) / n
+    warm_cpu = min(figures["warm-A"][1], figures["warm-B"][1]) / n
     if figures["timer"]:
-        print("\n== Timer.collect_callgrind(number=100, repeats=1), fresh process per case, side by side ==")
-        print(f"{'case':<72} {'seconds':>8} {'vs batch':>9} {'Timer instr':>12} {'batch instr':>12}")
-        for key, seconds, theirs, ours, after in figures["timer"]:
-            ratio = seconds / warm
-            print(f"{key:<72} {seconds:8.1f} {ratio:8.0f}x {theirs:12,.1f} {ours or 0:12,.1f}   load {after}")
+        print("\n== Timer.collect_callgrind(number=100), fresh process per case, side by side ==")
+        print(f"{'case':<72} {'wall s':>7} {'CPU s':>6} {'Timer instr':>12} {'batch instr':>12}")
+        for key, seconds, cpu, theirs, ours, after in figures["timer"]:
+            print(f"{key:<72} {seconds:7.1f} {cpu:6.1f} {theirs:12,.1f} {ours or 0:12,.1f}   load {after}")
         mean = statistics.mean(t[1] for t in figures["timer"])
-        print(f"collect_callgrind: {mean:.1f} s per case; batch (warm): {warm:.2f} s per case")
+        mean_cpu = statistics.mean(t[2] for t in figures["timer"])
+        print(
+            f"per case: collect_callgrind {mean:.1f} s wall / {mean_cpu:.1f} CPU s; "
+            f"batch (warm) {warm:.2f} s wall / {warm_cpu:.2f} CPU s  ({mean_cpu / warm_cpu:.0f}x less CPU)"
+        )
         print(f"whole suite: ~{mean * n / 60:.0f} min via collect_callgrind, {warm * n / 60:.1f} min batched")
     rows = figures["spread"]
     if rows:
