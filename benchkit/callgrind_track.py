@@ -695,7 +695,7 @@ def _library_for(snippet: Snippet, shards: Sequence[Shard]) -> tuple[str, Path] 
 # -- batch ------------------------------------------------------------------------
 
 
-def _fixed_environment(control_library: Path) -> dict[str, str]:
+def _fixed_environment() -> dict[str, str]:
     """The whole environment of a worker: the same size and contents for every batch,
     whoever starts it (the CLI, asv, a test), so the stack and environ start alike."""
     env = {
@@ -816,10 +816,10 @@ class _Batch:
     root: Path
     cases: list[Case]
     names: list[str]  # file name of each case (its fingerprint)
-    specs: dict[int, dict[str, Any] | None]  # None: not run (see `preset`)
-    preset: dict[int, CaseCount]  # cases decided before running (skipped, compile failed)
     case_timeout: float
     progress: Callable[[str], None]
+    specs: dict[int, dict[str, Any] | None] = dataclasses.field(default_factory=dict)  # None: not run
+    preset: dict[int, CaseCount] = dataclasses.field(default_factory=dict)  # skipped, compile failed
     results: dict[int, CaseCount] = dataclasses.field(default_factory=dict)
     # (index, wait status, child pid, seconds, note) of cases whose dumps await parsing
     finished: queue.Queue[tuple[int, int | None, int, float, str] | None] = dataclasses.field(
@@ -830,6 +830,7 @@ class _Batch:
     keep_files: bool = False
     templates: list[_Template] = dataclasses.field(default_factory=list)
     stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
+    ready: threading.Event = dataclasses.field(default_factory=threading.Event)  # specs written
     started: float = dataclasses.field(default_factory=time.monotonic)
 
     def record(self, index: int, count: CaseCount) -> None:
@@ -883,12 +884,39 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
             path.unlink(missing_ok=True)
 
 
+def _start_template(make_template: Callable[[], _Template]) -> tuple[_Template, dict[str, Any]]:
+    """A template that has imported torch and run its fork loop twice (steady state)."""
+    for attempt in range(3):
+        template = make_template()
+        try:
+            info = json.loads(template.expect("ready ", TEMPLATE_START_TIMEOUT))
+            for _ in range(2):
+                template.send(WARM_UP_NAME)
+                template.expect(f"started {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
+                template.expect(f"finished {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
+            return template, info
+        except (TimeoutError, _TemplateDied) as e:
+            tail = template.tail() if isinstance(e, TimeoutError) else str(e)
+            template.close()
+            if attempt == 2:
+                raise ValgrindUnavailable(f"the valgrind worker does not start:\n{tail}") from e
+    raise AssertionError("unreachable")
+
+
 def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _Template]) -> dict[str, Any]:
-    """Feed cases to one template until the queue is empty; restart it if it dies."""
-    info: dict[str, Any] = {}
+    """Start a template (while the batch is still being prepared), then feed it cases
+    until the queue is empty; restart it if it dies."""
     template: _Template | None = None
-    restarts = 0
+
+    def start() -> tuple[_Template, dict[str, Any]]:
+        started, info = _start_template(make_template)
+        with batch.lock:
+            batch.templates.append(started)
+        return started, info
+
     try:
+        template, info = start()
+        batch.ready.wait()
         while True:
             try:
                 index = work.get_nowait()
@@ -896,23 +924,8 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
                 return info
             if batch.stopping.is_set():
                 return info
-            while template is None:
-                template = make_template()
-                with batch.lock:
-                    batch.templates.append(template)
-                try:
-                    info = json.loads(template.expect("ready ", TEMPLATE_START_TIMEOUT))
-                    for _ in range(2):  # bring the fork loop to its steady state
-                        template.send(WARM_UP_NAME)
-                        template.expect(f"started {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
-                        template.expect(f"finished {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
-                except (TimeoutError, _TemplateDied) as e:
-                    tail = template.tail() if isinstance(e, TimeoutError) else str(e)
-                    template.close()
-                    template = None
-                    restarts += 1
-                    if restarts > 2:
-                        raise ValgrindUnavailable(f"the valgrind worker does not start:\n{tail}") from e
+            if template is None:
+                template, info = start()
             start = time.monotonic()
             note = ""
             status: int | None = None
@@ -942,17 +955,16 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
             template.close()
 
 
-def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[str], None]) -> _Batch:
+def _write_specs(batch: _Batch) -> None:
     """Per-case spec files; TorchScript artifacts and C++ shards built first."""
     from benchkit.api import Language
     from benchkit.cpp_batch import Snippet, build_all
     from benchkit.torchscript import TorchScriptUnavailable, ensure_artifact
 
-    (batch_root / "cases").mkdir(parents=True, exist_ok=True)
-    preset: dict[int, CaseCount] = {}
-    specs: dict[int, dict[str, Any] | None] = {}
+    cases, preset, specs = batch.cases, batch.preset, batch.specs
+    (batch.root / "cases").mkdir(parents=True, exist_ok=True)
     shards = count_shards(cases)
-    compile_errors = build_all(shards, progress=progress) if shards else {}
+    compile_errors = build_all(shards, progress=batch.progress) if shards else {}
     for index, case in enumerate(cases):
         args = case.timer_args
         specs[index] = None
@@ -979,9 +991,7 @@ def _write_specs(batch_root: Path, cases: Sequence[Case], progress: Callable[[st
         else:
             spec.update(stmt=args.stmt, setup=args.setup)
         specs[index] = spec
-        (batch_root / "cases" / f"{case.fingerprint}.json").write_text(json.dumps(spec))
-    names = [case.fingerprint for case in cases]
-    return _Batch(batch_root, list(cases), names, specs, preset, DEFAULT_CASE_TIMEOUT, progress)
+        (batch.root / "cases" / f"{case.fingerprint}.json").write_text(json.dumps(spec))
 
 
 def _claim_batch_dir(runs: Path) -> tuple[Path, int]:
@@ -1008,6 +1018,16 @@ def _durations_path() -> Path:
     return cache_dir("callgrind") / "durations.json"
 
 
+def _save_durations(batch: _Batch) -> None:
+    """Remember how long each case took, to schedule the longest first next time."""
+    from benchkit.util import atomic_write_json
+
+    durations = _load_durations()
+    durations.update({batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds})
+    with contextlib.suppress(OSError):
+        atomic_write_json(_durations_path(), durations)
+
+
 def _load_durations() -> dict[str, float]:
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(_durations_path().read_text())
@@ -1027,7 +1047,7 @@ def collect(
 
     Raises `ValgrindUnavailable` when nothing can be counted here at all.
     """
-    from benchkit.util import atomic_write_json, cache_dir, torch_build_id
+    from benchkit.util import cache_dir
 
     progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
     start = time.monotonic()
@@ -1040,89 +1060,19 @@ def collect(
     cases = list(cases)
     root, lock = _claim_batch_dir(cache_dir("callgrind", "runs"))
     try:
-        batch = _write_specs(root, cases, progress)
-        batch.case_timeout = case_timeout
-        batch.keep_files = keep_files
-        prep_seconds = time.monotonic() - start
-        runnable = [i for i, spec in batch.specs.items() if spec is not None]
-        for index, count in batch.preset.items():
-            batch.record(index, count)
-        # Longest first (known from earlier batches), so two workers finish together.
-        # Which worker runs a case does not change its count (see module docstring).
-        durations = _load_durations()
-        fingerprints = {i: cases[i].fingerprint for i in runnable}
-        runnable.sort(key=lambda i: -durations.get(fingerprints[i], 1.0))
-        work: queue.Queue[int] = queue.Queue()
-        for index in runnable:
-            work.put(index)
+        batch = _Batch(
+            root, cases, [c.fingerprint for c in cases], case_timeout, progress, keep_files=keep_files
+        )
         aslr = _aslr_prefix()
-        command = [
-            *aslr,
-            shutil.which("valgrind") or "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--collect-atstart=yes",
-            "--dump-line=no",
-            f"--callgrind-out-file={root}/cg.%p",
-            f"--log-file={root}/valgrind.%p.log",
-            sys.executable,
-            str(Path(__file__).resolve()),
-            _TEMPLATE_FLAG,
-            str(root),
-            str(control),
-        ]
-        env = _fixed_environment(control)
-        jobs = max(1, min(jobs or os.cpu_count() or 1, len(runnable) or 1))
-        slots = itertools.count()
-        infos: list[dict[str, Any]] = []
-        errors: list[BaseException] = []
-
-        def worker() -> None:
-            slot = next(slots)
-            try:
-                infos.append(
-                    _drive(batch, work, lambda: _Template(root, command, env, root / f"worker{slot}.log"))
-                )
-            except BaseException as e:  # surfaced after the other workers finish
-                errors.append(e)
-
-        def parser() -> None:
-            while (item := batch.finished.get()) is not None:
-                index, status, pid, seconds, note = item
-                try:
-                    count = _outcome(batch, index, status, pid, seconds, note)
-                except Exception:  # a dump we cannot read fails its case, not the batch
-                    count = CaseCount(cases[index].key, "failed", error=traceback.format_exc())
-                batch.record(index, count)
-
-        if runnable:
-            progress(f"counting {len(runnable)} case(s) with {jobs} valgrind worker(s)...")
-            threads = [threading.Thread(target=worker) for _ in range(jobs)]
-            parse_thread = threading.Thread(target=parser)
-            for thread in [*threads, parse_thread]:
-                thread.start()
-            try:
-                for thread in threads:
-                    thread.join()
-            except KeyboardInterrupt:  # stop the valgrind processes too, not just this one
-                batch.stopping.set()
-                with batch.lock:
-                    for template in batch.templates:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(template.process.pid, signal.SIGKILL)
-                batch.finished.put(None)
-                raise
-            batch.finished.put(None)
-            parse_thread.join()
+        jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases) or 1))
+        infos, errors = _run_batch(batch, jobs, _template_command(aslr, root, control), _fixed_environment())
         if errors and not any(infos):
             raise errors[0]
         for index in range(len(cases)):
             if index not in batch.results:
                 reason = "; ".join(str(e) for e in errors) or "not run"
                 batch.record(index, CaseCount(cases[index].key, "failed", error=reason))
-        durations.update({fingerprints[i]: batch.results[i].seconds for i in runnable})
-        with contextlib.suppress(OSError):
-            atomic_write_json(_durations_path(), durations)
+        _save_durations(batch)
         info = next((i for i in infos if i), {})
         metadata = {
             "valgrind": version,
@@ -1132,7 +1082,7 @@ def collect(
             "aslr": "disabled" if aslr else "enabled",
             "torch": info.get("torch", torch.__version__),
             "torch_git": info.get("torch_git", ""),
-            "torch_build_id": torch_build_id(),
+            "torch_build_id": _torch_build_id(),
             "python": info.get("python", platform.python_version()),
             "python_executable": sys.executable,
             "host": platform.node(),
@@ -1141,7 +1091,7 @@ def collect(
             "repeats_single_execution": SINGLE_EXECUTION_REPEATS,
             "statistic": "minimum of repeats, per execution",
             "jobs": jobs,
-            "preparation_seconds": round(prep_seconds, 1),
+            "preparation_seconds": round(batch.started - start, 1),
         }
         counts = {cases[i].key: batch.results[i] for i in range(len(cases))}
         return BatchResult(counts, metadata, time.monotonic() - start)
@@ -1149,6 +1099,93 @@ def collect(
         if not keep_files:
             shutil.rmtree(root, ignore_errors=True)
         os.close(lock)
+
+
+def _torch_build_id() -> str:
+    from benchkit.util import torch_build_id
+
+    return torch_build_id()
+
+
+def _template_command(aslr: list[str], root: Path, control: Path) -> list[str]:
+    return [
+        *aslr,
+        shutil.which("valgrind") or "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--collect-atstart=yes",
+        "--dump-line=no",
+        f"--callgrind-out-file={root}/cg.%p",
+        f"--log-file={root}/valgrind.%p.log",
+        sys.executable,
+        str(Path(__file__).resolve()),
+        _TEMPLATE_FLAG,
+        str(root),
+        str(control),
+    ]
+
+
+def _run_batch(
+    batch: _Batch, jobs: int, command: list[str], env: dict[str, str]
+) -> tuple[list[dict[str, Any]], list[BaseException]]:
+    """Templates start importing torch under valgrind while C++ and TorchScript are
+    prepared; then they take cases from one queue, longest first, and a parser thread
+    reads the dumps. Returns the templates' self-descriptions and worker errors."""
+    work: queue.Queue[int] = queue.Queue()
+    slots = itertools.count()
+    infos: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        log = batch.root / f"worker{next(slots)}.log"
+        try:
+            infos.append(_drive(batch, work, lambda: _Template(batch.root, command, env, log)))
+        except BaseException as e:  # surfaced after the other workers finish
+            errors.append(e)
+
+    def parser() -> None:
+        while (item := batch.finished.get()) is not None:
+            index, status, pid, seconds, note = item
+            try:
+                count = _outcome(batch, index, status, pid, seconds, note)
+            except Exception:  # a dump we cannot read fails its case, not the batch
+                count = CaseCount(batch.cases[index].key, "failed", error=traceback.format_exc())
+            batch.record(index, count)
+
+    threads = [threading.Thread(target=worker) for _ in range(jobs)]
+    parse_thread = threading.Thread(target=parser)
+    for thread in [*threads, parse_thread]:
+        thread.start()
+    try:
+        try:
+            _write_specs(batch)
+        finally:
+            runnable = [i for i, spec in batch.specs.items() if spec is not None]
+            # Longest first (known from earlier batches), so the workers finish together.
+            # Which worker runs a case does not change its count (see module docstring).
+            durations = _load_durations()
+            runnable.sort(key=lambda i: -durations.get(batch.names[i], 1.0))
+            for index in runnable:
+                work.put(index)
+            batch.started = time.monotonic()
+            batch.ready.set()
+        for index, count in batch.preset.items():
+            batch.record(index, count)
+        if runnable:
+            batch.progress(f"counting {len(runnable)} case(s) with {jobs} valgrind worker(s)...")
+        for thread in threads:
+            thread.join()
+    except BaseException:  # stop the valgrind processes too, not just this one
+        batch.stopping.set()
+        with batch.lock:
+            for template in batch.templates:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(template.process.pid, signal.SIGKILL)
+        raise
+    finally:
+        batch.finished.put(None)
+        parse_thread.join()
+    return infos, errors
 
 
 # =============================================================================

@@ -2,9 +2,9 @@
 
 A count says *that* a case got slower; the profile says *where*. Every batch of
 `benchkit.callgrind_track` keeps, per case, the standardized exclusive
-instruction counts of each function (the median repeat). Under asv they are
-stored beside asv's own results, one compressed file per machine, commit and
-environment::
+instruction counts of each function (of the repeat whose total is reported).
+Under asv they are stored beside asv's own results, one compressed file per
+machine, commit and environment::
 
     <results_dir>/<machine>/benchkit-profiles/<commit>-<environment>.json.gz
 
