@@ -85,6 +85,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+if __package__:
+    from benchkit.stmt_loop import compile_statement_loop
+else:  # valgrind runs this file as a script; its folder is sys.path[0]
+    from stmt_loop import compile_statement_loop  # type: ignore[no-redef]
+
 if TYPE_CHECKING:
     from benchkit.cpp_batch import Shard, Snippet
     from benchkit.expand import Case
@@ -336,25 +341,6 @@ def _load_extension(name: str, path: str) -> Any:
     return module
 
 
-def _python_loop(stmt: str, setup: str, torch: Any) -> tuple[Callable[..., None], dict[str, Any]]:
-    """Setup's variables become the loop function's parameters (fast locals), as in
-    timeit's template and `benchkit.timing`; the region starts and ends inside the
-    function, so the call into it is not counted."""
-    namespace: dict[str, Any] = {"torch": torch}
-    exec(compile(setup, "<setup>", "exec"), namespace)
-    names = [k for k in namespace if k.isidentifier() and not k.startswith("__")]
-    source = (
-        f"def _benchkit_loop(_benchkit_iterations, _benchkit_begin, _benchkit_end, {', '.join(names)}):\n"
-        "    _benchkit_begin()\n"
-        "    for _ in _benchkit_iterations:\n"
-        f"{textwrap.indent(stmt, ' ' * 8)}\n"
-        "    _benchkit_end()\n"
-    )
-    code: dict[str, Any] = {}
-    exec(compile(source, "<stmt>", "exec"), namespace, code)
-    return code["_benchkit_loop"], {name: namespace[name] for name in names}
-
-
 def _settle() -> None:
     """Bring state that setup left behind to a canonical form before warm-up: collect
     garbage, then no collections; empty CPython's type attribute cache."""
@@ -366,7 +352,8 @@ def _settle() -> None:
 def _count_python(
     spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any, phases: dict[str, float]
 ) -> None:
-    loop, values = _python_loop(spec["stmt"], spec["setup"], torch)
+    # A fixed label: code objects keep it, and the child must allocate the same in every run.
+    loop, values = compile_statement_loop(spec["stmt"], spec["setup"], {"torch": torch}, "case")
     phases["setup"] = time.monotonic()
     nothing = int  # a builtin taking no arguments: warm-up rounds measure nothing
     _settle()

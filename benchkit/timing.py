@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-import textwrap
 import time
 from collections.abc import Callable
 from typing import Any
 
 from benchkit.api import Language, TimerArgs
+from benchkit.stmt_loop import compile_statement_loop
 
 # A block should be long enough that clock resolution and the call into the
 # loop are negligible (<0.1%), short enough to give asv many samples.
@@ -62,29 +62,15 @@ class PreparedCase:
 def _python_block(args: TimerArgs, label: str) -> Callable[[int], float]:
     import torch
 
-    namespace: dict[str, Any] = {"torch": torch}
-    exec(compile(args.setup, f"<setup of {label}>", "exec"), namespace)
-    names = [k for k in namespace if k.isidentifier() and not k.startswith("__")]
-    # Setup's variables become the loop function's parameters, i.e. fast
-    # locals, as in timeit's template (which Timer uses).
-    source = (
-        f"def _benchkit_loop(_benchkit_it, _benchkit_clock, {', '.join(names)}):\n"
-        "    _benchkit_t0 = _benchkit_clock()\n"
-        "    for _ in _benchkit_it:\n"
-        f"{textwrap.indent(args.stmt, ' ' * 8)}\n"
-        "    return _benchkit_clock() - _benchkit_t0\n"
-    )
-    code_ns: dict[str, Any] = {}
-    exec(compile(source, f"<stmt of {label}>", "exec"), namespace, code_ns)
-    loop = code_ns["_benchkit_loop"]
-    values = {name: namespace[name] for name in names}
+    loop, values = compile_statement_loop(args.stmt, args.setup, {"torch": torch}, label)
     clock = time.perf_counter
 
     def run_block(n: int) -> float:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return loop(itertools.repeat(None, n), clock, **values)
+            began, ended = loop(itertools.repeat(None, n), clock, clock, **values)
+            return ended - began
         finally:
             if gc_was_enabled:
                 gc.enable()
