@@ -196,7 +196,7 @@ class ResultSet:
     measurements: Mapping[tuple[str, str], Measurement]  # (benchmark name with params, env) -> measurement
 
 
-def _load_asv_config(path: Path) -> Any:
+def load_asv_config(path: Path) -> Any:
     from asv import config as asv_config
     from asv import util as asv_util
 
@@ -214,7 +214,7 @@ def _load_asv_config(path: Path) -> Any:
     return conf
 
 
-def _resolve_commit(conf: Any, name: str, machine: str) -> str:
+def resolve_commit(conf: Any, name: str, machine: str) -> str:
     """A branch/tag/hash of the history, or a hash prefix of stored results."""
     from asv import results as asv_results
     from asv import util as asv_util
@@ -234,13 +234,13 @@ def _resolve_commit(conf: Any, name: str, machine: str) -> str:
     return str(prefix)
 
 
-def _machines(results_dir: str) -> list[str]:
+def result_machines(results_dir: str) -> list[str]:
     from asv.machine import iter_machine_files
 
     return sorted({Path(p).parent.name for p in iter_machine_files(results_dir)})
 
 
-def _unrolled(key: str, params: list[Any], *columns: Any) -> Iterable[tuple[Any, ...]]:
+def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tuple[Any, ...]]:
     from asv.commands.compare import unroll_result
 
     return unroll_result(key, params, *columns)
@@ -261,7 +261,7 @@ def load_result_set(conf: Any, commit: str, machine: str, env: str | None = None
                 result.get_result_stats(key, params),
                 result.get_result_samples(key, params),
             )
-            for name, value, stats, samples in _unrolled(key, params, *columns):
+            for name, value, stats, samples in unrolled_results(key, params, *columns):
                 measurements[(name, result.env_name)] = Measurement(value, stats, samples, version)
     return ResultSet(commit, machine, measurements)
 
@@ -390,7 +390,7 @@ def compare(
 # ------------------------------------------------------------------- report
 
 
-def _fmt_value(m: Measurement | None, unit: str | None) -> str:
+def format_value(m: Measurement | None, unit: str | None) -> str:
     from asv import util as asv_util
     from asv_runner.statistics import get_err
 
@@ -404,7 +404,7 @@ def _fmt_value(m: Measurement | None, unit: str | None) -> str:
     return str(asv_util.human_value(m.value, unit, err=err))
 
 
-def _fmt_threshold(c: Comparison) -> str:
+def format_threshold(c: Comparison) -> str:
     if c.metric == "wall_time":
         return f"×{1 + c.threshold:.2f} + asv stats"
     return f"{c.threshold * 100:.2g}%"
@@ -427,10 +427,10 @@ def _table(rows: Sequence[Comparison], with_ratio: bool = True, show_env: bool =
         cells = [
             f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
             _METRIC_LABELS[c.metric],
-            _fmt_value(c.before, c.unit),
-            _fmt_value(c.after, c.unit),
+            format_value(c.before, c.unit),
+            format_value(c.after, c.unit),
             change,
-            _fmt_threshold(c),
+            format_threshold(c),
             c.note,
         ]
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
@@ -509,13 +509,13 @@ def run_check(
     show_unchanged: bool = False,
 ) -> Verdict:
     """Compare two commits' results; raises `UserError` when they cannot be compared."""
-    conf = _load_asv_config(asv_config)
+    conf = load_asv_config(asv_config)
     config_path = config_path or find_check_config(asv_config.resolve().parent)
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     config = config.with_wall_factor(factor)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    machines = _machines(conf.results_dir)
+    machines = result_machines(conf.results_dir)
     if machine is None:
         if len(machines) != 1:
             listed = ", ".join(machines) or "none"
@@ -527,7 +527,7 @@ def run_check(
         raise UserError(f"no results for machine {machine!r} (have: {', '.join(machines) or 'none'})")
     sets = []
     for label in (base, head):
-        commit = _resolve_commit(conf, label, machine)
+        commit = resolve_commit(conf, label, machine)
         result_set = load_result_set(conf, commit, machine, env)
         if not result_set.measurements:
             where = f" in environment {env}" if env else ""

@@ -274,9 +274,9 @@ def resolve_profile(
     """A profile file path, a commit hash (prefix) with stored profiles, or a ref of the history."""
     if Path(name).is_file():
         return Path(name)
-    from benchkit.check import _load_asv_config, _resolve_commit
+    from benchkit.check import load_asv_config, resolve_commit
 
-    conf = _load_asv_config(asv_config)
+    conf = load_asv_config(asv_config)
     profiles = find_profiles(conf.results_dir, machine)
     machines = sorted({p.machine for p in profiles})
     if not profiles:
@@ -288,7 +288,7 @@ def resolve_profile(
         raise UserError(f"profiles of several machines ({', '.join(machines)}): choose one with --machine")
     commit = name
     if not any(p.commit.startswith(name) for p in profiles):
-        commit = _resolve_commit(conf, name, machines[0])
+        commit = resolve_commit(conf, name, machines[0])
     matches = [p for p in profiles if p.commit.startswith(commit) and (env is None or p.env_name == env)]
     if not matches:
         raise UserError(

@@ -173,7 +173,7 @@ def _benchmark_infos(conf: Any) -> dict[str, BenchmarkInfo]:
         pretty = info.get("pretty_name") or key
         if pretty == key:  # asv's default: the dotted name; say which operator it measures
             pretty = _operator_pretty_name(key) or key
-        for name, combo in check._unrolled(key, params, _combos(params)):
+        for name, combo in check.unrolled_results(key, params, _combos(params)):
             label = pretty if not combo else f"{pretty} ({', '.join(_unquote(v) for v in combo)})"
             infos[name] = BenchmarkInfo(key, tuple(combo or ()), param_names, label, info.get("unit"))
     return infos
@@ -293,10 +293,10 @@ def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData
     """Everything the pages show, read through asv's and benchkit.check's APIs."""
     from asv.repo import get_repo
 
-    conf = check._load_asv_config(conf_path)
+    conf = check.load_asv_config(conf_path)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    machines = tuple(check._machines(conf.results_dir))
+    machines = tuple(check.result_machines(conf.results_dir))
     repo = get_repo(conf)
     results: dict[tuple[str, str], check.ResultSet] = {}
     envs: set[str] = set()
@@ -634,7 +634,7 @@ def _display_unit(c: check.Comparison) -> str | None:
 
 
 def _fmt_value(c: check.Comparison, measurement: check.Measurement | None) -> str:
-    return str(check._fmt_value(measurement, _display_unit(c)))
+    return str(check.format_value(measurement, _display_unit(c)))
 
 
 def _log_ratio(ratio: float | None) -> str:
@@ -662,7 +662,7 @@ def _change_row(c: check.Comparison, data: SiteData, pair: PairChanges, why_page
         f'<td class="num">{_e(_fmt_value(c, c.before))}</td>'
         f'<td class="num">{_e(_fmt_value(c, c.after))}</td>'
         f'<td class="num" data-v="{_log_ratio(ratio)}">{_e(_fmt_ratio(ratio))}</td>'
-        f'<td class="num">{_e(check._fmt_threshold(c))}</td>'
+        f'<td class="num">{_e(check.format_threshold(c))}</td>'
         f"<td>{why}</td><td>{_e(c.note)}</td></tr>"
     )
 
@@ -1114,7 +1114,7 @@ def publish(
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found")
     started = time.perf_counter()
-    conf = check._load_asv_config(conf_path)
+    conf = check.load_asv_config(conf_path)
     target = (html_dir or conf_path.parent / conf.html_dir).resolve()
     # asv publish deletes the folder; keep a README a repository tracks there.
     readme = target / "README.md"
