@@ -29,7 +29,11 @@ def _asv_quick(env: dict[str, str], bench: str) -> tuple[float, int, int]:
     start = time.monotonic()
     out = subprocess.run(
         ["asv", "run", "--python=same", "--quick", "-b", bench],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     elapsed = time.monotonic() - start
     lines = [line for line in out.stdout.splitlines() if ".time_wall" in line]
@@ -55,10 +59,14 @@ def main() -> None:
         suite_t, suite_n, suite_failed = _asv_quick(env_suite, "time_wall")
         triv_t, triv_n, _ = _asv_quick(env_trivial, "time_wall")
 
-    print(f"standard suite, quick pass: {suite_t:6.1f} s for {suite_n} benchmarks "
-          f"({suite_t / max(suite_n, 1):.3f} s each), {suite_failed} failed")
-    print(f"{triv_n} trivial benchmarks:     {triv_t:6.1f} s "
-          f"({triv_t / max(triv_n, 1):.3f} s each, including discovery and ~30 ms of measuring each)")
+    print(
+        f"standard suite, quick pass: {suite_t:6.1f} s for {suite_n} benchmarks "
+        f"({suite_t / max(suite_n, 1):.3f} s each), {suite_failed} failed"
+    )
+    print(
+        f"{triv_n} trivial benchmarks:     {triv_t:6.1f} s "
+        f"({triv_t / max(triv_n, 1):.3f} s each, including discovery and ~30 ms of measuring each)"
+    )
     print("target: <= 0.3 s of overhead per benchmark")
 
 

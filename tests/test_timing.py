@@ -90,8 +90,16 @@ def test_python_threads_are_set() -> None:
 def test_unscriptable_model_is_skipped_with_reason() -> None:
     from benchkit.timing import CaseSkipped
 
-    cases = materialize({"ts": GroupedStmts("y = x.numpy()", setup=GroupedSetup("x = torch.ones(2)"),
-                                            signature="f(x) -> y", torchscript=True)})
+    cases = materialize(
+        {
+            "ts": GroupedStmts(
+                "y = x.numpy()",
+                setup=GroupedSetup("x = torch.ones(2)"),
+                signature="f(x) -> y",
+                torchscript=True,
+            )
+        }
+    )
     jit = next(c for c in cases if c.autolabels.runtime.name == "JIT")
     with pytest.raises(CaseSkipped, match=r"torch\.jit could not script"):
         prepare(jit.timer_args, jit.key)
