@@ -15,12 +15,17 @@ without compiling anything.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.machinery
 import importlib.util
 import math
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections import defaultdict
@@ -31,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from benchkit.api import Language, TimerArgs
-from benchkit.util import atomic_write_text, cache_dir, content_key, torch_build_id
+from benchkit.util import atomic_path, atomic_write_text, cache_dir, content_key, torch_build_id
 
 SNIPPETS_PER_SHARD = 24
 
@@ -145,6 +150,125 @@ def is_built(shard: Shard) -> bool:
     return _library_path(shard).exists()
 
 
+def _extra_cflags() -> list[str]:
+    from torch.utils.benchmark.utils import cpp_jit
+
+    # torch.utils.benchmark's flags for C++ timers, without debug info (smaller, faster builds).
+    return [f for f in (cpp_jit.CXX_FLAGS or []) if f != "-g"]
+
+
+# Headers every shard (timing or counting) includes: parsed once per torch build
+# into a precompiled header instead of once per shard.
+_PCH_HEADER = """\
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <torch/extension.h>
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+"""
+
+
+def _cpp_extension_cflags(extra_cflags: list[str]) -> list[str]:
+    """The flags `cpp_extension.load` compiles a shard with (its module name left out).
+
+    Read from the build file it writes, with its build step skipped: any torch
+    version then gets exactly its own flags (include paths, -std, ABI macros).
+    """
+    from torch.utils import cpp_extension
+
+    with tempfile.TemporaryDirectory(prefix="benchkit-flags-") as scratch:
+        source = Path(scratch) / "probe.cpp"
+        source.write_text("")
+        run_ninja_build = cpp_extension._run_ninja_build
+        cpp_extension._run_ninja_build = lambda *args, **kwargs: None
+        try:
+            cpp_extension.load(
+                name="benchkit_flags_probe", sources=[str(source)], build_directory=scratch,
+                extra_cflags=extra_cflags,
+            )  # fmt: skip
+        except ImportError:
+            pass  # nothing was built to import: expected
+        finally:
+            cpp_extension._run_ninja_build = run_ninja_build
+        ninja = (Path(scratch) / "build.ninja").read_text()
+    line = next(x for x in ninja.splitlines() if x.startswith("cflags = "))
+    flags = shlex.split(line.removeprefix("cflags = "))
+    return [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+
+
+def _pch_header(extra_cflags: list[str]) -> Path | None:
+    """The precompiled-header file to force-include (``<dir>/shards.h``, beside ``shards.h.gch``).
+
+    None when there is none for this torch build and these flags. gcc ignores a
+    .gch that does not match a compile's flags and parses the header instead, so
+    a stale or foreign one can cost time but never change what is compiled.
+    """
+    header = _pch_dir(extra_cflags) / "shards.h"
+    return header if header.with_suffix(".h.gch").exists() else None
+
+
+def _pch_dir(extra_cflags: list[str]) -> Path:
+    return cache_dir("cpp", f"pch_{content_key(torch_build_id(), _PCH_HEADER, *extra_cflags)}")
+
+
+def build_precompiled_header(progress: Callable[[str], None] | None = None) -> Path | None:
+    """Precompile the shards' common headers once for this torch build; None if that fails.
+
+    Most of a shard's compile time is parsing torch's headers: with a precompiled
+    header each shard compiles only its own functions.
+    """
+
+    extra = _extra_cflags()
+    existing = _pch_header(extra)
+    if existing is not None or os.environ.get("BENCHKIT_NO_PCH") == "1":
+        return existing
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if compiler is None or "clang" in Path(compiler).name:  # clang's PCH works differently
+        return None
+    start = time.monotonic()
+    try:
+        flags = _cpp_extension_cflags(extra)
+    except Exception as e:  # an unfamiliar torch version: compile without a PCH
+        if progress:
+            progress(f"no precompiled header ({type(e).__name__}: {e}); shards parse torch's headers")
+        return None
+    directory = _pch_dir(extra)
+    header = directory / "shards.h"
+    atomic_write_text(header, _PCH_HEADER)
+    with atomic_path(header.with_suffix(".h.gch")) as tmp:
+        done = subprocess.run(
+            [compiler, "-x", "c++-header", *flags, str(header), "-o", str(tmp)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode:
+            if progress:
+                progress(f"no precompiled header (compiler said: {done.stderr.strip()[-500:]})")
+            raise _PchFailed
+    if progress:
+        progress(f"precompiled torch's headers in {time.monotonic() - start:.0f}s")
+    _prune_precompiled_headers(keep=directory)
+    return header
+
+
+# A precompiled header of torch's headers takes ~0.8 GB: keep those of the last
+# few torch builds, not one per commit of a long history.
+PCH_KEPT = 2
+
+
+def _prune_precompiled_headers(keep: Path) -> None:
+
+    others = [d for d in keep.parent.glob("pch_*") if d != keep]
+    others.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    for stale in others[PCH_KEPT - 1 :]:
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+class _PchFailed(Exception):
+    pass
+
+
 def build(shard: Shard, verbose: bool = False) -> Path:
     """Compile one shard (no-op when already built). Safe across processes:
     `cpp_extension` serialises builds of one directory with a file baton."""
@@ -152,18 +276,19 @@ def build(shard: Shard, verbose: bool = False) -> Path:
     if library.exists():
         return library
     from torch.utils import cpp_extension
-    from torch.utils.benchmark.utils import cpp_jit
 
     build_dir = _build_dir(shard)
     source_path = build_dir / "batch.cpp"
     if not source_path.exists():
         atomic_write_text(source_path, shard.source)
+    extra = _extra_cflags()
+    pch = _pch_header(extra)
     try:
         cpp_extension.load(
             name=shard.name,
             sources=[str(source_path)],
             build_directory=str(build_dir),
-            extra_cflags=[f for f in (cpp_jit.CXX_FLAGS or []) if f != "-g"],
+            extra_cflags=[*extra, *(["-include", str(pch)] if pch else [])],
             verbose=verbose,
         )
     except Exception as e:  # compiler output is in the message
@@ -206,6 +331,9 @@ def build_all(
                 f"in {time.monotonic() - start:.0f}s"
             )
 
+    if len(missing) > 1:
+        with contextlib.suppress(_PchFailed):
+            build_precompiled_header(progress)
     if progress:
         progress(f"compiling {len(missing)} C++ shard(s) with {jobs} job(s)...")
     with ThreadPoolExecutor(jobs) as pool:

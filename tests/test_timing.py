@@ -103,3 +103,27 @@ def test_unscriptable_model_is_skipped_with_reason() -> None:
     jit = next(c for c in cases if c.autolabels.runtime.name == "JIT")
     with pytest.raises(CaseSkipped, match=r"torch\.jit could not script"):
         prepare(jit.timer_args, jit.key)
+
+
+def test_shards_compile_with_a_precompiled_header() -> None:
+    """Two shards missing: torch's headers are precompiled once and both shards use them."""
+    from benchkit import cpp_batch
+
+    cases = [
+        TimerArgs("auto y = x + 1;", "auto x = torch::ones({2});", language=Language.CPP),
+        TimerArgs("auto y = x - 1;", "auto x = torch::ones({2});", global_setup="#include <vector>",
+                  language=Language.CPP),
+    ]  # fmt: skip
+    suite = CppSuite(cases)
+    assert len(suite.shards) == 2  # different global setups: different translation units
+    assert cpp_batch.build_all(suite.shards) == {}
+    header = cpp_batch._pch_header(cpp_batch._extra_cflags())
+    assert header is not None and header.with_suffix(".h.gch").stat().st_size > 1_000_000
+    for shard in suite.shards:
+        ninja = (cpp_batch._build_dir(shard) / "build.ninja").read_text()
+        assert f"-include {header}" in ninja
+    flags = cpp_batch._cpp_extension_cflags([])
+    assert "-DTORCH_API_INCLUDE_EXTENSION_H" in flags
+    assert not any(f.startswith("-DTORCH_EXTENSION_NAME=") for f in flags)
+    for args in cases:
+        assert prepare(args, cpp_suite=suite).run_block(10) > 0
