@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -73,14 +74,23 @@ def content_key(*parts: str, length: int = 16) -> str:
 def torch_build_id() -> str:
     """Identity of the installed torch build, read without importing torch.
 
-    ``torch/version.py`` holds both the version and the upstream git commit, so
-    its hash changes whenever a different torch build is installed.
+    ``torch/version.py`` holds the version and the upstream git commit; a wheel's
+    ``RECORD`` lists a hash of every file, so a wheel patched in one Python file
+    (see `benchkit.build_torch.patch_wheel`) is a different build too. Source
+    builds have no RECORD and are told apart by version.py alone.
     """
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return "no-torch"
-    version_py = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+    return _build_id(Path(next(iter(spec.submodule_search_locations))))
+
+
+@functools.cache
+def _build_id(package: Path) -> str:
     try:
-        return content_key(version_py.read_text())
+        version = (package / "version.py").read_text()
     except OSError:
         return "unknown-torch"
+    records = sorted(package.parent.glob("torch-*.dist-info/RECORD"))
+    record = records[0].read_text() if len(records) == 1 else ""
+    return content_key(version, record)
