@@ -13,11 +13,14 @@ import. Here a batch of cases runs like this:
   A child that crashes, hangs or raises costs only its own case: the supervisor
   records the failure and the template carries on.
 * **Instrumentation only around the measured region.** The template discards
-  valgrind's translations before forking, so a child's
+  the import's translations before forking, so a child's
   ``CALLGRIND_START_INSTRUMENTATION`` (which throws away all translated code)
-  is cheap. Setup and the first warm-up executions run uninstrumented; the
-  statement then runs in collected regions that are each dumped to their own
-  file (a probe execution, then ``REPEATS`` repeats of ``number`` executions).
+  is cheap; it then runs a small fixed workload (eager ops, autograd, a
+  TorchScript load, an extension load) whose translations every child
+  inherits for its uninstrumented setup (a third less time per batch). Setup
+  and the first warm-up executions run uninstrumented; the statement then
+  runs in collected regions that are each dumped to their own file (a probe
+  execution, then ``REPEATS`` repeats of ``number`` executions).
 * **C++ cases** are compiled into a few shared extension modules (the shard
   layout and content-keyed cache of `benchkit.cpp_batch`, with a counting
   function per case instead of a timing one) and run in the same children.
@@ -434,6 +437,29 @@ def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> 
     raise AssertionError("unreachable")
 
 
+def _prime_translations(torch: Any, control_library: str) -> None:
+    """Run code paths most cases share, once, so that children inherit their translations.
+
+    Valgrind translates code on first execution, and a forked child inherits the
+    template's translations. Without this every child translated eager dispatch,
+    autograd and the TorchScript loader anew for its setup (uninstrumented).
+    The workload is fixed, whatever the batch holds, so the template's state is too.
+    """
+    import io
+
+    x = torch.ones(4, 4, requires_grad=True)
+    w = torch.ones(4, 4)
+    y = torch.nn.functional.relu(torch.mm(x, w) + 1).sum()
+    y.backward()
+    module = torch.jit.script(torch.nn.Linear(4, 4))
+    buffer = io.BytesIO()
+    torch.jit.save(module, buffer)
+    buffer.seek(0)
+    loaded = torch.jit.load(buffer)
+    loaded(x).sum().backward()
+    _load_extension(CONTROL_MODULE, str(_priming_copy(Path(control_library))))
+
+
 def _template_main(root: Path, control_library: str) -> None:
     """Import torch uninstrumented, then fork one child per case index read from stdin.
 
@@ -454,10 +480,14 @@ def _template_main(root: Path, control_library: str) -> None:
         "torch_git": getattr(torch.version, "git_version", ""),
         "python": platform.python_version(),
     }
-    # Children start instrumentation, which discards every translation; with
-    # none inherited that costs milliseconds instead of a second per case.
+    # Children start instrumentation, which discards every translation: the
+    # import's (a second per case to discard) are dropped here, and only those of
+    # the paths most cases take are made again, to be inherited by every child.
     probe_prefix = str(root / "cg").encode()
     ctl.discard_translations()
+    _prime_translations(torch, control_library)
+    gc.collect()
+    gc.freeze()
     os.write(1, f"ready {json.dumps(info)}\n".encode())
     stdin = sys.stdin.buffer
     while True:
@@ -568,6 +598,12 @@ def build_control_library() -> Path:
         if done.returncode:
             raise ValgrindUnavailable(f"building the callgrind control extension failed:\n{done.stderr}")
     return library
+
+
+def _priming_copy(control_library: Path) -> Path:
+    """A second file of the control extension: loading it in the template runs the
+    dynamic loader's paths that every C++ case's extension loading takes."""
+    return control_library.parent / "prime" / control_library.name
 
 
 # -- C++ cases -------------------------------------------------------------------
@@ -896,9 +932,11 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
     template: _Template | None = None
 
     def start() -> tuple[_Template, dict[str, Any]]:
+        began = time.monotonic()
         started, info = _start_template(make_template)
         with batch.lock:
             batch.templates.append(started)
+        batch.progress(f"valgrind worker ready (torch imported) after {time.monotonic() - began:.0f}s")
         return started, info
 
     try:
@@ -1034,7 +1072,7 @@ def collect(
 
     Raises `ValgrindUnavailable` when nothing can be counted here at all.
     """
-    from benchkit.util import cache_dir
+    from benchkit.util import atomic_write_bytes, cache_dir
 
     progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
     start = time.monotonic()
@@ -1044,6 +1082,10 @@ def collect(
     if not torch._C._valgrind_supported_platform():
         raise ValgrindUnavailable("this torch build has no valgrind support")
     control = build_control_library()
+    priming = _priming_copy(control)
+    if not priming.exists():
+        priming.parent.mkdir(exist_ok=True)
+        atomic_write_bytes(priming, control.read_bytes())
     cases = list(cases)
     root, lock = _claim_batch_dir(cache_dir("callgrind", "runs"))
     try:
