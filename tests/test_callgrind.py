@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -73,9 +74,10 @@ def check_count(case: ct.CaseCount) -> None:
     assert case.number >= 1 and len(case.repeat_totals) == ct.repeats_for(case.number)
     # per execution, from the smallest repeat
     assert case.instructions == min(case.repeat_totals) / case.number
-    # a periodic cost (glibc's consolidation) may land in some repeats; the quiet ones agree
-    first, second, *_ = sorted(case.repeat_totals)
-    assert second <= 1.005 * first
+    # a periodic cost (allocator housekeeping, a few thousand instructions) lands in
+    # some repeats and not others: the repeats still agree to within a percent
+    first = min(case.repeat_totals)
+    assert statistics.median(case.repeat_totals) <= 1.01 * first
     # the profile of the chosen repeat accounts for all of it
     assert sum(case.functions.values()) == first
 
