@@ -214,27 +214,29 @@ def report_suite(figures: dict[str, Any]) -> None:
 # -- sensitivity ----------------------------------------------------------------------------
 
 _RELU_RETURN = "        return F.relu(input, inplace=self.inplace)\n"
-_RELU_MORE_WORK = (
-    "        for _ in range({iterations}):  # benchkit sensitivity experiment: ~1% more work\n"
-    "            pass\n"
-)
+# Straight-line work: a loop would add a fixed cost (range object, iterator) on top.
+_RELU_MORE_WORK_LINE = "        _benchkit_extra = 1  # sensitivity experiment: ~1% more work\n"
+
+
+def _more_work(lines: int) -> str:
+    return _RELU_MORE_WORK_LINE * lines
 
 
 def calibrate(case: Case, cache: Path) -> tuple[int, float, float]:
-    """Iterations of the added loop that make ~1% of the case: counted, not guessed.
+    """Extra lines in `ReLU.forward` that make ~1% of the case: counted, not guessed.
 
     Setup swaps in a `ReLU.forward` with the same body as the patched wheel's, with
-    0 and 64 iterations. Their difference is the loop's cost per iteration; the swap
+    0 and 64 extra lines. Their difference is the cost per line; the swap
     itself costs extra (a function defined in setup, globals of another module), which
-    the patched wheel does not have, so only the per-iteration cost sizes the patch.
-    Returns (iterations, base instructions, expected added instructions).
+    the patched wheel does not have, so only the per-line cost sizes the patch.
+    Returns (lines, base instructions, expected added instructions).
     """
     from benchkit.api import TimerArgs
     from benchkit.callgrind_track import collect
     from benchkit.expand import materialize
 
     def patched(iterations: int) -> TimerArgs:
-        body = textwrap.dedent(_RELU_MORE_WORK.format(iterations=iterations) + _RELU_RETURN)
+        body = textwrap.dedent(_more_work(iterations) + _RELU_RETURN)
         forward = (
             "F = torch.nn.functional\ndef _forward(self, input):\n"
             + textwrap.indent(body, "    ")
@@ -257,7 +259,7 @@ def sensitivity(work: Path, cache: Path) -> None:
     case = next(c for c in load_cases() if c.key == SENSITIVE_CASE)
     iterations, base, expected = calibrate(case, cache)
     print(f"\n== Sensitivity: {SENSITIVE_CASE} ==")
-    print(f"base {base:,.1f} instructions; patch: a loop of {iterations} iterations in ReLU.forward "
+    print(f"base {base:,.1f} instructions; patch: {iterations} extra lines in ReLU.forward "
           f"-> expected +{expected:,.1f} (+{expected / base:.3%})")  # fmt: skip
 
     project = work / "asv-project"
@@ -294,7 +296,7 @@ def sensitivity(work: Path, cache: Path) -> None:
     with zipfile.ZipFile(LOCAL_WHEEL) as wheel:
         source = wheel.read("torch/nn/modules/activation.py").decode()
     assert source.count(_RELU_RETURN) == 1, "ReLU.forward is not as expected in this torch"
-    more_work = source.replace(_RELU_RETURN, _RELU_MORE_WORK.format(iterations=iterations) + _RELU_RETURN)
+    more_work = source.replace(_RELU_RETURN, _more_work(iterations) + _RELU_RETURN)
     patched = patch_wheel(
         LOCAL_WHEEL, work / "wheel" / LOCAL_WHEEL.name, {"torch/nn/modules/activation.py": more_work.encode()}
     )
@@ -310,10 +312,12 @@ def sensitivity(work: Path, cache: Path) -> None:
             raise SystemExit(done.stderr)
     cont = run(py, "-m", "asv", "continuous", "main", "more-work", "--factor", "1.005",
                "-b", "track_instructions", "--machine", "bench", "--show-stderr")  # fmt: skip
-    flagged = re.findall(r"^\s*[+-]\s.*?(\S+\.track_instructions)", cont.stdout, re.MULTILINE)
+    # asv prints its comparison as a table: "| + | before | after | ratio | benchmark |"
+    changed = re.compile(r"^\|?\s*[+-]\s+\|?.*?(\S+\.track_instructions)")
+    flagged = [m.group(1) for m in map(changed.match, cont.stdout.splitlines()) if m]
     print(f"asv continuous --factor 1.005 -b track_instructions: exit {cont.returncode}")
     for line in cont.stdout.splitlines():
-        if ("track_instructions" in line and line.lstrip()[:1] in "+-") or "PERFORMANCE" in line:
+        if changed.match(line) or "PERFORMANCE" in line:
             print(f"  {line.strip()}")
     print(f"  benchmarks flagged: {len(flagged)}")
     check = run(py, "-m", "benchkit.cli", "check", "main", "more-work", "--asv-config", "asv.conf.json",

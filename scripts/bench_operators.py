@@ -75,6 +75,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.runs < 2:
         parser.error("--runs must be at least 2 (one cold, one warm)")
+    if not args.direct:
+        from benchkit.mainjob import ensure_machine
+
+        ensure_machine(ROOT / "asv.conf.json", None)  # a fresh machine has no asv machine file yet
 
     with tempfile.TemporaryDirectory(prefix="bench-operators-") as scratch:
         env = dict(os.environ, BENCHKIT_CACHE_DIR=str(Path(scratch) / "cache"))
