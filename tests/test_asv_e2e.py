@@ -185,8 +185,10 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
     assert gate.returncode == 1, gate.stdout + gate.stderr
     regressions = gate.stdout.split("#### Regressions")[1].split("####")[0]
     linear_row = next(
-        line for line in regressions.splitlines() if f"{LINEAR}_" in line and "track_instructions" in line
+        (row for row in regressions.splitlines() if f"{LINEAR}_" in row and "track_instructions" in row),
+        None,
     )
+    assert linear_row is not None, gate.stdout
     assert "| instructions |" in linear_row
     # Instruction counts are exact: Linear about doubles, the untouched ReLU stays within 0.5%.
     by_case = {
