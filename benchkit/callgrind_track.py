@@ -459,8 +459,8 @@ def _prime_translations(torch: Any, control_library: str) -> None:
     template's translations. Without this every child translated eager dispatch,
     autograd and the TorchScript loader anew for its setup (uninstrumented).
     The workload is fixed, whatever the batch holds, so the template's state is
-    too; it uses no torch.nn module a torch build under test might have changed,
-    and a step that fails (an unusual build) only loses its speed-up.
+    too. A step that fails (an unusual build, or one that changed nn.Linear so
+    it no longer scripts) only loses its speed-up; the template goes on.
     """
     import io
 
@@ -468,18 +468,23 @@ def _prime_translations(torch: Any, control_library: str) -> None:
         def __init__(self) -> None:
             super().__init__()
             self.weight = torch.nn.Parameter(torch.ones(4, 4))
+            self.bias = torch.nn.Parameter(torch.ones(4))
 
         def forward(self, x):  # unannotated: TorchScript reads it as a Tensor
-            return torch.relu(torch.mm(x, self.weight) + 1)
+            y = torch.nn.functional.linear(x, self.weight, self.bias) + torch.mm(x, self.weight)
+            return torch.sigmoid(torch.relu(y) * 2)
 
     x = torch.ones(4, 4, requires_grad=True)
     with contextlib.suppress(Exception):
         Primer()(x).sum().backward()
-    with contextlib.suppress(Exception):
-        buffer = io.BytesIO()
-        torch.jit.save(torch.jit.script(Primer()), buffer)
-        buffer.seek(0)
-        torch.jit.load(buffer)(x).sum().backward()
+    # Loading compiles the module's serialized code: a scripted nn.Linear warms
+    # what loading the suite's (mostly Linear-based) TorchScript artifacts runs.
+    for module in (Primer(), torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())):
+        with contextlib.suppress(Exception):
+            buffer = io.BytesIO()
+            torch.jit.save(torch.jit.script(module), buffer)
+            buffer.seek(0)
+            torch.jit.load(buffer)(x).sum().backward()
     with contextlib.suppress(Exception):
         _load_extension(CONTROL_MODULE, str(_priming_copy(Path(control_library))))
 
@@ -957,18 +962,22 @@ def _inductor_root() -> Path:
     return cache_dir("callgrind", "inductor", torch_build_id())
 
 
-def _has_files(directory: str | None) -> bool:
-    return directory is None or any(Path(directory).rglob("*.*"))
+# Written into a case's torch.compile cache once its uncounted first run is done.
+PREPARED_MARKER = "benchkit-prepared"
+
+
+def _prepared(directory: str | None) -> bool:
+    return directory is None or (Path(directory) / PREPARED_MARKER).exists()
 
 
 def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[str, Any]) -> _Template:
-    """Run a case whose torch.compile cache is empty once, uncounted, if it compiles.
+    """Run a case that may compile once, uncounted, the first time for this torch build.
 
     A compile under valgrind talks to compiler subprocesses and the file system,
     so the heap it leaves behind, and with it the statement's count, differed by
     up to 0.3% between runs. Loading compiled code from the case's own cache
-    does not: so every counted run loads, the first batch of a torch build
-    included. Cases that compile nothing leave the cache empty and are not rerun.
+    does not: so every counted run loads, the first batch of a build included.
+    Only setups that mention ``compile`` are run twice.
     """
     if spec.get("language") != "PYTHON" or "compile" not in spec.get("setup", ""):
         return template
@@ -979,8 +988,10 @@ def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[st
     for path in batch.root.glob(f"cg.{pid}.*"):
         path.unlink(missing_ok=True)
     (batch.root / "cases" / f"{name}.result.json").unlink(missing_ok=True)
-    if _has_files(spec["inductor_dir"]):
-        batch.progress(f"{batch.cases[index].key}: compiled into its torch.compile cache; counting it now")
+    directory = Path(spec["inductor_dir"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / PREPARED_MARKER).touch()
+    batch.progress(f"{batch.cases[index].key}: torch.compile cache prepared; counting it now")
     return template
 
 
@@ -1014,10 +1025,10 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
             status: int | None = None
             pid = -1
             spec = batch.specs[index] or {}
-            compiled_before = _has_files(spec.get("inductor_dir"))
+            prepared = _prepared(spec.get("inductor_dir"))
             try:
                 name = batch.names[index]
-                if not compiled_before:
+                if not prepared:
                     template = _compile_first(batch, template, index, spec)
                 template.send(name)
                 pid = int(template.expect(f"started {name} ", TEMPLATE_START_TIMEOUT))
