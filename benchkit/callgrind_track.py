@@ -218,7 +218,7 @@ _STANDARD_NAMES: dict[str, str | None] = {}
 # that everything before the statement left; the public malloc/free/memalign
 # entry points, with their per-call cost and thread-cache fast path, stay. In a
 # real experiment (a torch wheel changed in one Python function) these moved 12
-# unrelated cases by 0.5-1.4%; without them one did (+0.7%, see docs).
+# unrelated cases by 0.5-1.4%; without them one tiny case did (15 instructions, see docs).
 LAYOUT_NOISE = re.compile(
     r"malloc\.c:(_int_malloc|_int_free|_int_memalign|_int_realloc|malloc_consolidate"
     r"|unlink_chunk[\w.]*|alloc_perturb|sysmalloc[\w.]*|systrim[\w.]*)$"
