@@ -917,7 +917,8 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
         if result["status"] != "ok":
             return CaseCount(key, "failed", error=result.get("error", "unknown error"), seconds=elapsed)
         number = int(result["number"])
-        profiles = [standardize(read_function_counts(d), _inductor_root()) for d in result["dumps"]]
+        inductor_root = _inductor_root()
+        profiles = [standardize(read_function_counts(d), inductor_root) for d in result["dumps"]]
         totals = [sum(p.values()) for p in profiles]
         best = min(totals)
         chosen = profiles[totals.index(best)]

@@ -209,7 +209,8 @@ def _pch_header(extra_cflags: list[str]) -> Path | None:
 
 
 def _pch_dir(extra_cflags: list[str]) -> Path:
-    return cache_dir("cpp", f"pch_{content_key(torch_build_id(), _PCH_HEADER, *extra_cflags)}")
+    """Where this torch build's precompiled header lives (not created: most builds only look)."""
+    return cache_dir("cpp") / f"pch_{content_key(torch_build_id(), _PCH_HEADER, *extra_cflags)}"
 
 
 def build_precompiled_header(progress: Callable[[str], None] | None = None) -> Path | None:
@@ -234,6 +235,7 @@ def build_precompiled_header(progress: Callable[[str], None] | None = None) -> P
             progress(f"no precompiled header ({type(e).__name__}: {e}); shards parse torch's headers")
         return None
     directory = _pch_dir(extra)
+    directory.mkdir(parents=True, exist_ok=True)
     header = directory / "shards.h"
     atomic_write_text(header, _PCH_HEADER)
     with atomic_path(header.with_suffix(".h.gch")) as tmp:
