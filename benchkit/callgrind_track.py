@@ -135,8 +135,6 @@ def choose_number(probe_instructions: int) -> int:
 # Callgrind output files
 # =============================================================================
 
-_COMPRESSED = re.compile(r"\((\d+)\)(?:\s(.*))?$")
-
 
 def read_total(path: str | os.PathLike[str]) -> int:
     """Total Ir of a dump from its ``summary:``/``totals:`` line (cheap: no body parse)."""
@@ -148,6 +146,20 @@ def read_total(path: str | os.PathLike[str]) -> int:
     raise ValueError(f"{path}: no summary line; not a complete callgrind dump")
 
 
+# A call: the ``calls=`` line and the cost line after it, which is the callee's
+# inclusive cost, not the caller's own.
+_CALL = re.compile(r"^calls=.*\n.*\n?", re.MULTILINE)
+# Name definitions: callgrind numbers files, functions and objects separately and
+# writes ``(12) name`` the first time, ``(12)`` after (in any line of that kind).
+_DEFINITION = re.compile(r"^(?:c?f[lie]|c?fn|jf[in]|c?ob)=\((\d+)\) (.*)$", re.MULTILINE)
+_TABLE_OF = {"fl": "fl", "fi": "fl", "fe": "fl", "cfi": "fl", "cfl": "fl", "jfi": "fl",
+             "fn": "fn", "cfn": "fn", "jfn": "fn", "ob": "ob", "cob": "ob"}  # fmt: skip
+# Lines that only describe calls and jumps; with the calls removed, they own no cost.
+_CALL_DETAIL = re.compile(r"^(?:cob|cfi|cfl|cfn|jfi|jfn|jump|jcnd)=.*\n", re.MULTILINE)
+# The lines that decide whose the following cost lines are.
+_OWNER = re.compile(r"^(fn|fi|fe|fl|ob)=(.*)$", re.MULTILINE)
+
+
 def read_function_counts(path: str | os.PathLike[str]) -> dict[str, int]:
     """Exclusive (self) Ir per function of one callgrind dump.
 
@@ -156,56 +168,46 @@ def read_function_counts(path: str | os.PathLike[str]) -> dict[str, int]:
     (inlined code) go to that file, as callgrind_annotate does, and the cost
     line following a ``calls=`` line is the callee's inclusive cost, so it is
     not the caller's own. Parsed here rather than through callgrind_annotate
-    (a Perl process per dump) because a batch reads hundreds of dumps.
+    (a Perl process per dump) because a batch reads hundreds of dumps while the
+    valgrind workers want both cores: regular expressions drop the call lines,
+    collect the name definitions and sum each run of cost lines, so Python
+    handles only the lines that change whose costs follow (a sixth of them).
     """
-    names: dict[tuple[str, str], str] = {}
+    text = Path(path).read_text()
+    positions = re.search(r"^positions:(.*)$", text, re.MULTILINE)
+    n_positions = len(positions.group(1).split()) if positions else 1
+    # The first event (Ir) after the position columns.
+    cost = re.compile(r"^[0-9+*-]\S*" + r" \S+" * (n_positions - 1) + r" (\d+)", re.MULTILINE)
+    tables: dict[str, dict[str, str]] = {"fl": {}, "fn": {}, "ob": {}}
+    for match in _DEFINITION.finditer(text):
+        kind = match.group(0).partition("=")[0]
+        tables[_TABLE_OF[kind]][f"({match.group(1)})"] = match.group(2)
+    text = _CALL_DETAIL.sub("", _CALL.sub("", text))
+
+    def name(kind: str, value: str) -> str:
+        ident, _, _ = value.partition(" ")
+        return tables[kind].get(ident, value) if ident[:1] == "(" else value
+
     counts: dict[str, int] = {}
-    n_positions = 1
     obj = file = fn = ""
     key = ""
-    after_calls = False
-
-    def resolve(kind: str, raw: str) -> str:
-        match = _COMPRESSED.match(raw)
-        if match is None:
-            return raw
-        if match.group(2) is not None:
-            names[(kind, match.group(1))] = match.group(2)
-            return match.group(2)
-        return names[(kind, match.group(1))]
-
-    with open(path) as f:
-        for line in f:
-            first = line[:1]
-            if first.isdigit() or first in "+-*":
-                if after_calls:
-                    after_calls = False
-                    continue
-                fields = line.split()
-                if len(fields) > n_positions:
-                    counts[key] = counts.get(key, 0) + int(fields[n_positions])
-                continue
-            head, _, value = line.rstrip("\n").partition("=")
-            if head == "fn":
-                fn = resolve("fn", value)
-                key = f"{file}:{fn} [{obj}]"
-            elif head in ("fi", "fe"):
-                file = resolve("fl", value)
-                key = f"{file}:{fn} [{obj}]"
-            elif head == "fl":
-                file = resolve("fl", value)
-            elif head == "ob":
-                obj = resolve("ob", value)
-            elif head == "cob":
-                resolve("ob", value)
-            elif head in ("cfi", "cfl", "jfi"):
-                resolve("fl", value)
-            elif head in ("cfn", "jfn"):
-                resolve("fn", value)
-            elif head == "calls":
-                after_calls = True
-            elif line.startswith("positions:"):
-                n_positions = len(line.split()) - 1
+    parts = _OWNER.split(text)
+    for i in range(1, len(parts), 3):
+        head, value, costs = parts[i], parts[i + 1], parts[i + 2]
+        if head == "fn":
+            fn = name("fn", value)
+            key = f"{file}:{fn} [{obj}]"
+        elif head == "fl":
+            file = name("fl", value)
+        elif head == "ob":
+            obj = name("ob", value)
+        else:  # fi, fe: inlined code from another file
+            file = name("fl", value)
+            key = f"{file}:{fn} [{obj}]"
+        if len(costs) > 1:
+            found = cost.findall(costs)
+            if found:
+                counts[key] = counts.get(key, 0) + sum(map(int, found))
     return {k: v for k, v in counts.items() if v}
 
 
