@@ -369,16 +369,14 @@ def _settle() -> None:
     sys._clear_type_cache()
 
 
-def _count_python(
-    spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any, phases: dict[str, float]
-) -> None:
+def _count_python(spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int], torch: Any) -> None:
     # A fixed label: code objects keep it, and the child must allocate the same in every run.
     loop, values = compile_statement_loop(spec["stmt"], spec["setup"], {"torch": torch}, "case")
-    phases["setup"] = time.monotonic()
+    _log_phase("setup")
     nothing = int  # a builtin taking no arguments: warm-up rounds measure nothing
     _settle()
     loop(itertools.repeat(None, spec["warmup"]), nothing, nothing, **values)
-    phases["warmup"] = time.monotonic()
+    _log_phase("warm-up")
     ctl.start_instrumentation()
     loop(itertools.repeat(None, 1), ctl.zero, ctl.dump_probe, **values)
     number = after_probe()
@@ -389,7 +387,14 @@ def _count_python(
 def _count_cpp(spec: dict[str, Any], after_probe: Callable[[], int]) -> None:
     module = _load_extension(spec["module"], spec["library"])
     _settle()
+    _log_phase("setup")
     getattr(module, spec["function"])(spec["warmup"], REPEATS, SINGLE_EXECUTION_REPEATS, after_probe)
+
+
+def _log_phase(step: str) -> None:
+    """When a step ended, in the case's log (kept with --keep-files). Only before
+    instrumentation starts: after it, every new line of code is translated anew."""
+    os.write(1, f"{step} done at {time.monotonic():.3f}\n".encode())
 
 
 # A case's files are named by its fingerprint: the same names (and lengths) in
@@ -399,17 +404,22 @@ WARM_UP_NAME = "0" * 16
 
 def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
     """One case in a forked child. Never returns: it SIGKILLs itself so that
-    callgrind's exit-time dump (nothing left to collect) is skipped."""
+    callgrind's exit-time dump (nothing left to collect) is skipped.
+
+    Once instrumentation is on, any code not run before costs a fresh
+    translation, so after its last dump the child only writes one prepared
+    line and dies; the supervisor finds the dumps by pid and reads them.
+    """
     # Everything the child allocates before measuring is the same in every run:
     # fixed names, nothing derived from the pid.
     case_dir = root / "cases"
     log = os.open(case_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    result: dict[str, Any]
-    started = time.monotonic()
-    state: dict[str, Any] = {}
-    phases: dict[str, float] = {}  # when each step ended, for --keep-files diagnostics
+    # Read by the supervisor only after this process is gone: no partial reads.
+    result = os.open(case_dir / f"{name}.result", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(1, f"started at {time.monotonic():.3f}\n".encode())
+    outcome = [b"failed\nno count: the case ended before its probe\n"]
     try:
         spec = json.loads((case_dir / f"{name}.json").read_text())
         # A torch.compile cache of the case's own, kept across batches (see _drive).
@@ -418,37 +428,18 @@ def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> 
 
         def after_probe() -> int:
             probe = ctl.probe_total(probe_prefix)
-            state["probe"] = probe
-            state["number"] = choose_number(probe)
-            phases["probe"] = time.monotonic()
-            return int(state["number"])
+            number = choose_number(probe)
+            outcome[0] = b"ok %d %d\n" % (number, probe)
+            return number
 
         torch.set_num_threads(spec["num_threads"])
         if spec["language"] == "PYTHON":
-            _count_python(spec, ctl, after_probe, torch, phases)
+            _count_python(spec, ctl, after_probe, torch)
         else:
             _count_cpp(spec, after_probe)
-        # Dump 1 is the probe; callgrind numbers a process's dumps from 1.
-        dumps = [str(root / f"cg.{os.getpid()}.{i + 2}") for i in range(repeats_for(state["number"]))]
-        missing = [d for d in dumps if not os.path.exists(d)]
-        if missing:
-            raise RuntimeError(f"callgrind wrote no dump {missing}")
-        result = {
-            "status": "ok",
-            "number": state["number"],
-            "probe": state["probe"],
-            "dumps": dumps,
-            "phases": {step: round(t - started, 3) for step, t in phases.items()},
-            "seconds": time.monotonic() - started,
-        }
+        os.write(result, outcome[0])
     except BaseException:
-        result = {"status": "failed", "error": traceback.format_exc()}
-    try:
-        tmp = case_dir / f".{name}.result.tmp"
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, case_dir / f"{name}.result.json")
-        sys.stdout.flush()
-        sys.stderr.flush()
+        os.write(result, b"failed\n" + traceback.format_exc().encode())
     finally:
         os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
@@ -905,22 +896,30 @@ class _Batch:
 
 
 def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: float, note: str) -> CaseCount:
-    """Read a finished child's result and dumps into a `CaseCount`."""
+    """Read a finished child's result line and dumps into a `CaseCount`."""
     key = batch.cases[index].key
     case_dir = batch.root / "cases"
     name = batch.names[index]
-    result_path = case_dir / f"{name}.result.json"
     try:
-        if not result_path.exists():
+        text = (case_dir / f"{name}.result").read_text(errors="replace")
+    except FileNotFoundError:
+        text = ""
+    try:
+        fields = text.split()
+        if len(fields) != 3 or fields[0] != "ok" or note:
+            if text.startswith("failed\n") and not note:
+                return CaseCount(key, "failed", error=text.removeprefix("failed\n"), seconds=elapsed)
             reason = note or (f"worker {_describe_status(status)}" if status is not None else "worker lost")
             log = _log_tail(case_dir / f"{name}.log")
             return CaseCount(key, "failed", error=f"{reason}\n{log}".strip(), seconds=elapsed)
-        result = json.loads(result_path.read_text())
-        if result["status"] != "ok":
-            return CaseCount(key, "failed", error=result.get("error", "unknown error"), seconds=elapsed)
-        number = int(result["number"])
+        number, probe = int(fields[1]), int(fields[2])
+        # Dump 1 is the probe; callgrind numbers a process's dumps from 1.
+        dumps = [batch.root / f"cg.{pid}.{i + 2}" for i in range(repeats_for(number))]
+        missing = [str(d) for d in dumps if not d.exists()]
+        if missing:
+            return CaseCount(key, "failed", error=f"callgrind wrote no dump {missing}", seconds=elapsed)
         inductor_root = _inductor_root()
-        profiles = [standardize(read_function_counts(d), inductor_root) for d in result["dumps"]]
+        profiles = [standardize(read_function_counts(d), inductor_root) for d in dumps]
         totals = [sum(p.values()) for p in profiles]
         best = min(totals)
         chosen = profiles[totals.index(best)]
@@ -930,7 +929,7 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
             instructions=best / number,
             number=number,
             repeat_totals=tuple(totals),
-            probe=int(result["probe"]),
+            probe=probe,
             functions=chosen,
             seconds=elapsed,
         )
@@ -990,7 +989,7 @@ def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[st
     template.expect(f"finished {name} ", batch.case_timeout)
     for path in batch.root.glob(f"cg.{pid}.*"):
         path.unlink(missing_ok=True)
-    (batch.root / "cases" / f"{name}.result.json").unlink(missing_ok=True)
+    (batch.root / "cases" / f"{name}.result").unlink(missing_ok=True)
     directory = Path(spec["inductor_dir"])
     directory.mkdir(parents=True, exist_ok=True)
     (directory / PREPARED_MARKER).touch()
