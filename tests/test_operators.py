@@ -323,7 +323,12 @@ def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        env=dict(os.environ, BENCHKIT_CACHE_DIR=str(inductor_cache), BENCHKIT_OPERATOR_ROUNDS="2"),
+        env=dict(
+            os.environ,
+            BENCHKIT_CACHE_DIR=str(inductor_cache),
+            BENCHKIT_OPERATOR_ROUNDS="2",
+            BENCHKIT_OPERATOR_PROCESSES="2",
+        ),
     )
     assert completed.returncode == 0, completed.stdout[-3000:]
     out = completed.stdout
@@ -332,3 +337,22 @@ def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
         assert method in out
     assert out.count(" ok") >= 4 and "failed" not in out
     assert "8x64x512 f32" in out
+
+
+def test_processes_combine_by_median_and_keep_failures() -> None:
+    def run(eager: float, compiled: float, error: str | None = None, compile_s: float = 1.0) -> dict:
+        inputs = {"a": {"eager_s": eager, "compiled_s": compiled, "compile_s": compile_s, "error": error}}
+        measured = {"op": {"inputs": inputs}, "skipped": {"skip": "why"}}
+        return {"warm_up_s": 0.5, "elapsed_s": 9.0, "operators": measured}
+
+    combined = operators._combine_processes(
+        [run(2.0, 1.0, compile_s=3.0), run(9.0, 1.2, compile_s=0.1), run(2.2, 0.8, compile_s=0.1)]
+    )
+    entry = combined["operators"]["op"]["inputs"]["a"]
+    # Medians: one odd process does not move the result.
+    assert (entry["eager_s"], entry["compiled_s"]) == (2.2, 1.0)
+    assert entry["compile_s"] == 3.0  # the first process is the one that compiled
+    assert entry["error"] is None and len(entry["per_process"]) == 3
+    assert combined["operators"]["skipped"] == {"skip": "why"}
+    failed = operators._combine_processes([run(2.0, 1.0), run(2.0, 1.0, error="boom")])
+    assert failed["operators"]["op"]["inputs"]["a"]["error"] == "boom"

@@ -594,6 +594,7 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     init = project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), str(slow))
     assert init.returncode == 0, init.stderr
     project.env["BENCHKIT_OPERATOR_ROUNDS"] = "3"  # the operator table needs numbers, not precision
+    project.env["BENCHKIT_OPERATOR_PROCESSES"] = "1"
     project.asv("run", "ALL", "-b", REAL_CASES, "--machine", "e2e", "--record-samples", *FAST, "-v")
     published = project.benchkit("publish", "--asv-config", str(project.config))
     (shots / "real-publish.log").parent.mkdir(parents=True, exist_ok=True)
