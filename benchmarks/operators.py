@@ -12,11 +12,14 @@ parameterized by the operator's inputs from the bundled model logs:
 All classes share one ``setup_cache``: asv runs it once per environment (one
 torch build, i.e. one commit) and hands its result to every benchmark as the
 first argument. It compiles every input (outside all timing) and times all of
-them in interleaved rounds, so the per-benchmark methods only look numbers up.
+them in interleaved rounds, in three fresh processes whose medians are kept
+(see ``benchkit.operators.measure_default_set_for_asv``), so the per-benchmark
+methods only look numbers up.
 Compiled kernels go to benchkit's inductor cache for the torch build, so
 re-measuring a commit does not recompile. For honest compile times from a
 fully cold start set ``BENCHKIT_INDUCTOR_COLD=1`` (a fresh, empty inductor
-cache for that run). ``BENCHKIT_OPERATOR_ROUNDS`` changes the timing rounds.
+cache for that run). ``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process)
+change how much timing is done.
 
 Importing this module parses the small bundled logs and nothing else.
 """
