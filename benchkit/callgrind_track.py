@@ -37,15 +37,6 @@ a count and what holds it still:
   file names), and a child allocates nothing pid-dependent before measuring;
 * garbage collection: collected before, disabled during, the measured region;
   CPython's type attribute cache emptied after setup;
-* Python's small-object allocator: pymalloc keeps per-size pools, and whether
-  freeing a statement's object empties its pool (and the next allocation
-  refills it, ~30 instructions each way, every execution) depends on what
-  else lives in that pool. Allocating 37 unrelated objects in the template
-  moved 34 of 38 Python cases, up to 0.48%. Workers run with
-  ``PYTHONMALLOC=malloc``: glibc's per-thread cache costs the same per call
-  and its slow paths are excluded (`LAYOUT_NOISE`); the same perturbation
-  then moved 3 cases by more than 0.05%, at most 0.15%. The counts thus
-  describe CPython on glibc malloc, not on pymalloc;
 * allocator and interpreter warm-up (malloc free lists, CPython's adaptive
   specialisation): ``WARMUP`` uninstrumented executions and the probe;
 * the number of executions per repeat comes from the probe's *count*, never a
@@ -764,8 +755,6 @@ def _fixed_environment() -> dict[str, str]:
         "MKL_ENABLE_INSTRUCTIONS": MKL_INSTRUCTIONS,
         # No compile-worker pool forked from inside valgrind for torch.compile cases.
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
-        # Python objects from glibc malloc, not pymalloc's pools (see the module docstring).
-        "PYTHONMALLOC": "malloc",
     }
     # Needed to find torch at all in some installs; constant for one installation.
     for name in ("PYTHONPATH", "LD_LIBRARY_PATH"):
@@ -1195,7 +1184,6 @@ def collect(
             "cpu_capability_under_valgrind": info.get("cpu_capability"),
             "cpu_capability_native": torch.backends.cpu.get_cpu_capability(),
             "mkl_enable_instructions": MKL_INSTRUCTIONS,
-            "python_allocator": _fixed_environment()["PYTHONMALLOC"],
             "aslr": "disabled" if aslr else "enabled",
             "torch": info.get("torch", torch.__version__),
             "torch_git": info.get("torch_git", ""),
