@@ -27,11 +27,13 @@ import functools
 import gc
 import io
 import itertools
+import json
 import logging
 import math
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -810,9 +812,6 @@ def measure_default_set_for_asv() -> dict[str, Any]:
     ``BENCHKIT_OPERATORS_JSON`` names a file that also receives the result
     (scripts/bench_operators.py compares runs with it).
     """
-    import json
-    import subprocess
-
     started = time.perf_counter()
     cold = os.environ.get("BENCHKIT_INDUCTOR_COLD", "") not in ("", "0")
     cache = configure_inductor_cache(cold=cold)  # the timing processes inherit it
