@@ -105,6 +105,8 @@ WARMUP = 2
 REPEATS = 5
 # A case whose single execution fills a repeat needs fewer: its count dwarfs the
 # allocator's occasional extra work, and each repeat costs seconds under valgrind.
+# Its probe is already such a repeat (one execution, zeroed and dumped alike), so
+# it counts as the first: the heavy cases hold ~90% of all instructions counted.
 SINGLE_EXECUTION_REPEATS = 2
 # A repeat should hold about this many instructions: enough executions that the
 # few hundred instructions of starting and dumping a region are noise (<0.05%),
@@ -119,7 +121,19 @@ _TEMPLATE_FLAG = "--benchkit-callgrind-template"
 
 
 def repeats_for(number: int) -> int:
+    """Measured repeats of a case run `number` executions per repeat."""
     return REPEATS if number > 1 else SINGLE_EXECUTION_REPEATS
+
+
+def repeats_after_probe(number: int) -> int:
+    """Repeats run after the probe: with one execution per repeat the probe is the first."""
+    return repeats_for(number) - (number == 1)
+
+
+def measured_dumps(number: int) -> range:
+    """Which of a child's dumps (numbered from 1, the probe) are its measured repeats."""
+    first = 1 if number == 1 else 2
+    return range(first, first + repeats_for(number))
 
 
 def choose_number(probe_instructions: int) -> int:
@@ -380,7 +394,7 @@ def _count_python(spec: dict[str, Any], ctl: Any, after_probe: Callable[[], int]
     ctl.start_instrumentation()
     loop(itertools.repeat(None, 1), ctl.zero, ctl.dump_probe, **values)
     number = after_probe()
-    for _ in range(repeats_for(number)):
+    for _ in range(repeats_after_probe(number)):
         loop(itertools.repeat(None, number), ctl.zero, ctl.dump_repeat, **values)
 
 
@@ -388,7 +402,8 @@ def _count_cpp(spec: dict[str, Any], after_probe: Callable[[], int]) -> None:
     module = _load_extension(spec["module"], spec["library"])
     _settle()
     _log_phase("setup")
-    getattr(module, spec["function"])(spec["warmup"], REPEATS, SINGLE_EXECUTION_REPEATS, after_probe)
+    # Repeats after the probe, as `repeats_after_probe`.
+    getattr(module, spec["function"])(spec["warmup"], REPEATS, SINGLE_EXECUTION_REPEATS - 1, after_probe)
 
 
 def _log_phase(step: str) -> None:
@@ -398,8 +413,20 @@ def _log_phase(step: str) -> None:
 
 
 # A case's files are named by its fingerprint: the same names (and lengths) in
-# every batch, whatever else the batch holds.
+# every batch, whatever else the batch holds. Fingerprints are hex digits, so
+# the fork loop's two other names (of the same length) cannot be one.
 WARM_UP_NAME = "0" * 16
+COMPILE_TEMPLATE_NAME = "compile-template"
+# Ends a compile template's fork loop (the outer template never reads it).
+END_OF_TEMPLATE = "end"
+# What every torch.compile case imports in its setup (~16 s under valgrind).
+COMPILE_MODULES = ("torch._dynamo", "torch._inductor.compile_fx")
+
+
+def uses_compile(spec: Mapping[str, Any]) -> bool:
+    """Whether a case's setup calls torch.compile: such cases run in the compile
+    template, and their first run for a torch build prepares their cache."""
+    return spec.get("language") == "PYTHON" and "compile" in spec.get("setup", "")
 
 
 def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
@@ -511,20 +538,55 @@ def _template_main(root: Path, control_library: str) -> None:
     gc.collect()
     gc.freeze()
     os.write(1, f"ready {json.dumps(info)}\n".encode())
+    _fork_loop(root, ctl, torch, probe_prefix, nested=False)
+
+
+def _fork_loop(root: Path, ctl: Any, torch: Any, probe_prefix: bytes, nested: bool) -> None:
+    """Fork a child per name read from stdin until end of input (or `END_OF_TEMPLATE`)."""
     stdin = sys.stdin.buffer
+    end, warm_up, compile_template = (
+        f"{n}\n".encode() for n in (END_OF_TEMPLATE, WARM_UP_NAME, COMPILE_TEMPLATE_NAME)
+    )
     while True:
         line = stdin.readline()
-        if not line:
+        if not line or line == end:
             return
         name = line[:-1]
         pid = os.fork()
         if pid == 0:
-            if name == WARM_UP_NAME.encode():  # warm-up round of this loop: nothing to run
+            if line == warm_up:  # warm-up round of this loop: nothing to run
                 os._exit(0)
+            if line == compile_template and not nested:
+                _compile_template(root, ctl, torch, probe_prefix)
             _child(root, name.decode(), ctl, torch, probe_prefix)
         os.write(1, b"started %s %08d\n" % (name, pid))
         _, status = os.waitpid(pid, 0)
         os.write(1, b"finished %s %08d\n" % (name, status))
+
+
+def _compile_template(root: Path, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
+    """A template for the torch.compile cases, forked from the torch template.
+
+    Their setups import dynamo and inductor, ~16 s under valgrind, once per
+    case before; here once per batch. Every torch.compile case runs here and
+    no other case does, so each still starts from the same state in every batch.
+    The outer template waits for this process; both read the same stdin and
+    write the same stdout, one at a time.
+    """
+    status = 0
+    try:
+        # Reply only once the supervisor has read our pid from the outer template.
+        sys.stdin.buffer.readline()
+        for module in COMPILE_MODULES:
+            importlib.import_module(module)
+        gc.collect()
+        gc.freeze()
+        os.write(1, b"ready compile\n")
+        _fork_loop(root, ctl, torch, probe_prefix, nested=True)
+    except BaseException:
+        traceback.print_exc()  # into the worker's log
+        status = 1
+    os._exit(status)
 
 
 # =============================================================================
@@ -877,6 +939,8 @@ class _Batch:
     stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
     ready: threading.Event = dataclasses.field(default_factory=threading.Event)  # specs written
     started: float = dataclasses.field(default_factory=time.monotonic)
+    # How long nested templates took to start (scheduling, as case durations)
+    template_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def record(self, index: int, count: CaseCount) -> None:
         with self.lock:
@@ -913,8 +977,7 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
             log = _log_tail(case_dir / f"{name}.log")
             return CaseCount(key, "failed", error=f"{reason}\n{log}".strip(), seconds=elapsed)
         number, probe = int(fields[1]), int(fields[2])
-        # Dump 1 is the probe; callgrind numbers a process's dumps from 1.
-        dumps = [batch.root / f"cg.{pid}.{i + 2}" for i in range(repeats_for(number))]
+        dumps = [batch.root / f"cg.{pid}.{i}" for i in measured_dumps(number)]
         missing = [str(d) for d in dumps if not d.exists()]
         if missing:
             return CaseCount(key, "failed", error=f"callgrind wrote no dump {missing}", seconds=elapsed)
@@ -938,16 +1001,22 @@ def _outcome(batch: _Batch, index: int, status: int | None, pid: int, elapsed: f
             path.unlink(missing_ok=True)
 
 
+def _warm_up_fork_loop(template: _Template) -> None:
+    """Two rounds of the fork loop that run nothing: from then on its state is the same
+    before every case."""
+    for _ in range(2):
+        template.send(WARM_UP_NAME)
+        template.expect(f"started {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
+        template.expect(f"finished {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
+
+
 def _start_template(make_template: Callable[[], _Template]) -> tuple[_Template, dict[str, Any]]:
     """A template that has imported torch and run its fork loop twice (steady state)."""
     for attempt in range(3):
         template = make_template()
         try:
             info = json.loads(template.expect("ready ", TEMPLATE_START_TIMEOUT))
-            for _ in range(2):
-                template.send(WARM_UP_NAME)
-                template.expect(f"started {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
-                template.expect(f"finished {WARM_UP_NAME} ", TEMPLATE_START_TIMEOUT)
+            _warm_up_fork_loop(template)
             return template, info
         except (TimeoutError, _TemplateDied) as e:
             tail = template.tail() if isinstance(e, TimeoutError) else str(e)
@@ -981,7 +1050,7 @@ def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[st
     does not: so every counted run loads, the first batch of a build included.
     Only setups that mention ``compile`` are run twice.
     """
-    if spec.get("language") != "PYTHON" or "compile" not in spec.get("setup", ""):
+    if not uses_compile(spec):
         return template
     name = batch.names[index]
     template.send(name)
@@ -997,9 +1066,85 @@ def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[st
     return template
 
 
-def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _Template]) -> dict[str, Any]:
-    """Start a template (while the batch is still being prepared), then feed it cases
-    until the queue is empty; restart it if it dies."""
+def _run_case(batch: _Batch, template: _Template, index: int) -> _Template | None:
+    """Run one case in the template's fork loop and queue it for parsing; returns the
+    template, or None when it died (the case then failed)."""
+    start = time.monotonic()
+    note = ""
+    status: int | None = None
+    pid = -1
+    spec = batch.specs[index] or {}
+    alive: _Template | None = template
+    try:
+        name = batch.names[index]
+        if not _prepared(spec.get("inductor_dir")):
+            _compile_first(batch, template, index, spec)
+        template.send(name)
+        pid = int(template.expect(f"started {name} ", TEMPLATE_START_TIMEOUT))
+        try:
+            status = int(template.expect(f"finished {name} ", batch.case_timeout))
+        except TimeoutError:
+            note = f"timed out after {batch.case_timeout:.0f}s"
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            status = int(template.expect(f"finished {name} ", 60))
+    except (TimeoutError, _TemplateDied) as e:
+        note = note or f"the valgrind worker died while running this case:\n{e}"
+        if pid > 0:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        template.close()
+        alive = None
+    # Parsed by another thread: the template goes on with the next case meanwhile.
+    batch.finished.put((index, status, pid, time.monotonic() - start, note))
+    return alive
+
+
+def _run_in_compile_template(
+    batch: _Batch, template: _Template, indices: list[int], work: queue.Queue[list[int]]
+) -> _Template | None:
+    """Fork the compile template from `template`, run the torch.compile cases in it,
+    end it. Returns `template`, or None when it died (unrun cases go back in `work`)."""
+    began = time.monotonic()
+    remaining = list(indices)
+    try:
+        template.send(COMPILE_TEMPLATE_NAME)
+        pid = int(template.expect(f"started {COMPILE_TEMPLATE_NAME} ", TEMPLATE_START_TIMEOUT))
+        template.send("go")
+        try:
+            template.expect("ready compile", TEMPLATE_START_TIMEOUT)
+        except (TimeoutError, _TemplateDied) as e:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            error = f"the torch.compile template (importing {', '.join(COMPILE_MODULES)}) failed:\n{e}"
+            for index in remaining:
+                batch.record(index, CaseCount(batch.cases[index].key, "failed", error=error))
+            remaining.clear()
+            template.expect(f"finished {COMPILE_TEMPLATE_NAME} ", 60)
+            return template
+        _warm_up_fork_loop(template)
+        batch.template_seconds[COMPILE_TEMPLATE_NAME] = time.monotonic() - began
+        batch.progress(f"torch.compile template ready after {time.monotonic() - began:.0f}s")
+        while remaining and not batch.stopping.is_set():
+            if _run_case(batch, template, remaining.pop(0)) is None:
+                break  # the case failed and the template with it
+        else:
+            template.send(END_OF_TEMPLATE)
+            template.expect(f"finished {COMPILE_TEMPLATE_NAME} ", 60)
+            return template
+    except (TimeoutError, _TemplateDied):
+        template.close()
+    if remaining:
+        work.put(remaining)
+    return None
+
+
+def _drive(
+    batch: _Batch, work: queue.Queue[list[int]], make_template: Callable[[], _Template]
+) -> dict[str, Any]:
+    """Start a template (while the batch is still being prepared), then feed it units
+    of work (a case, or the torch.compile cases together) until the queue is empty;
+    restart it if it dies."""
     template: _Template | None = None
 
     def start() -> tuple[_Template, dict[str, Any]]:
@@ -1015,41 +1160,17 @@ def _drive(batch: _Batch, work: queue.Queue[int], make_template: Callable[[], _T
         batch.ready.wait()
         while True:
             try:
-                index = work.get_nowait()
+                unit = work.get_nowait()
             except queue.Empty:
                 return info
             if batch.stopping.is_set():
                 return info
             if template is None:
                 template, info = start()
-            start = time.monotonic()
-            note = ""
-            status: int | None = None
-            pid = -1
-            spec = batch.specs[index] or {}
-            prepared = _prepared(spec.get("inductor_dir"))
-            try:
-                name = batch.names[index]
-                if not prepared:
-                    template = _compile_first(batch, template, index, spec)
-                template.send(name)
-                pid = int(template.expect(f"started {name} ", TEMPLATE_START_TIMEOUT))
-                try:
-                    status = int(template.expect(f"finished {name} ", batch.case_timeout))
-                except TimeoutError:
-                    note = f"timed out after {batch.case_timeout:.0f}s"
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    status = int(template.expect(f"finished {name} ", 60))
-            except (TimeoutError, _TemplateDied) as e:
-                note = note or f"the valgrind worker died while running this case:\n{e}"
-                if pid > 0:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                template.close()
-                template = None
-            # Parsed by another thread: this template goes on with the next case meanwhile.
-            batch.finished.put((index, status, pid, time.monotonic() - start, note))
+            if uses_compile(batch.specs[unit[0]] or {}):
+                template = _run_in_compile_template(batch, template, unit, work)
+            else:
+                template = _run_case(batch, template, unit[0])
     finally:
         if template is not None:
             template.close()
@@ -1125,6 +1246,7 @@ def _save_durations(batch: _Batch) -> None:
 
     durations = _load_durations()
     durations.update({batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds})
+    durations.update(batch.template_seconds)
     with contextlib.suppress(OSError):
         atomic_write_json(_durations_path(), durations)
 
@@ -1230,13 +1352,29 @@ def _template_command(aslr: list[str], root: Path, control: Path) -> list[str]:
     ]
 
 
+def _work_units(batch: _Batch, runnable: list[int], durations: Mapping[str, float]) -> list[list[int]]:
+    """Cases in units of work, longest first (as in earlier batches), so that the
+    workers finish together: one case each, but the torch.compile cases together,
+    for the template they share. Which worker runs a unit does not change its counts."""
+    compiled = [i for i in runnable if uses_compile(batch.specs[i] or {})]
+    units = [[i] for i in runnable if i not in compiled]
+    if compiled:
+        units.append(compiled)
+
+    def seconds(unit: list[int]) -> float:
+        own = sum(durations.get(batch.names[i], 1.0) for i in unit)
+        return own + (durations.get(COMPILE_TEMPLATE_NAME, 20.0) if unit is compiled else 0.0)
+
+    return sorted(units, key=lambda unit: -seconds(unit))
+
+
 def _run_batch(
     batch: _Batch, jobs: int, command: list[str], env: dict[str, str]
 ) -> tuple[list[dict[str, Any]], list[BaseException]]:
     """Templates start importing torch under valgrind while C++ and TorchScript are
     prepared; then they take cases from one queue, longest first, and a parser thread
     reads the dumps. Returns the templates' self-descriptions and worker errors."""
-    work: queue.Queue[int] = queue.Queue()
+    work: queue.Queue[list[int]] = queue.Queue()
     slots = itertools.count()
     infos: list[dict[str, Any]] = []
     errors: list[BaseException] = []
@@ -1266,12 +1404,8 @@ def _run_batch(
             _write_specs(batch)
         finally:
             runnable = [i for i, spec in batch.specs.items() if spec is not None]
-            # Longest first (known from earlier batches), so the workers finish together.
-            # Which worker runs a case does not change its count (see module docstring).
-            durations = _load_durations()
-            runnable.sort(key=lambda i: -durations.get(batch.names[i], 1.0))
-            for index in runnable:
-                work.put(index)
+            for unit in _work_units(batch, runnable, _load_durations()):
+                work.put(unit)
             batch.started = time.monotonic()
             batch.ready.set()
         for index, count in batch.preset.items():
