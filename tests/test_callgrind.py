@@ -83,9 +83,10 @@ def check_count(case: ct.CaseCount) -> None:
 
 
 def test_choose_number_is_a_power_of_two_near_the_target() -> None:
-    assert ct.choose_number(ct.TARGET_REPEAT_INSTRUCTIONS * 10) == 1
+    assert ct.choose_number(ct.SINGLE_EXECUTION_INSTRUCTIONS + 1) == 1
+    assert ct.choose_number(ct.SINGLE_EXECUTION_INSTRUCTIONS) == 2
     assert ct.choose_number(0) == ct.MAX_NUMBER
-    for probe in (1_000, 15_000, 20_000, 333_333):
+    for probe in (1_000, 15_000, 20_000, 150_000):
         number = ct.choose_number(probe)
         assert number & (number - 1) == 0
         assert number * probe <= ct.TARGET_REPEAT_INSTRUCTIONS < 2 * number * probe or number == ct.MAX_NUMBER
