@@ -1345,6 +1345,9 @@ def _template_command(aslr: list[str], root: Path, control: Path) -> list[str]:
         *aslr,
         shutil.which("valgrind") or "valgrind",
         "--tool=callgrind",
+        # Less optimisation of translated code: a child translates everything its
+        # statement runs anew (instrumented), which costs more than running it.
+        "--vex-iropt-level=1",
         "--instr-atstart=no",
         "--collect-atstart=yes",
         "--dump-line=no",
