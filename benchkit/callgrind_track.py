@@ -18,9 +18,15 @@ import. Here a batch of cases runs like this:
   is cheap; it then runs a small fixed workload (eager ops, autograd, a
   TorchScript load, an extension load) whose translations every child
   inherits for its uninstrumented setup (a third less time per batch). Setup
-  and the first warm-up executions run uninstrumented; the statement then
-  runs in collected regions that are each dumped to their own file (a probe
-  execution, then ``REPEATS`` repeats of ``number`` executions).
+  and a warm-up execution run uninstrumented; the statement then runs in
+  collected regions that are each dumped to their own file (a probe
+  execution, then ``REPEATS`` repeats of ``number`` executions; a statement
+  that fills a repeat alone has its probe as the first of its repeats).
+* **torch.compile cases** run in a *compile template*: a process forked from
+  the template that imports dynamo and inductor once per batch (instead of
+  once per case, ~16 s each under valgrind) and then forks their children.
+  Which template a case runs in follows from its setup alone, so its count
+  still does not depend on the batch.
 * **C++ cases** are compiled into a few shared extension modules (the shard
   layout and content-keyed cache of `benchkit.cpp_batch`, with a counting
   function per case instead of a timing one) and run in the same children.

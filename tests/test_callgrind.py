@@ -168,6 +168,30 @@ def test_a_case_counts_the_same_wherever_it_runs_in_the_batch() -> None:
     assert count("add").repeat_totals == count("add again").repeat_totals
 
 
+# Calls a function compiled by dynamo (no inductor: its C++ compile is another test's).
+COMPILED = TimerArgs(
+    "f(x)", "x = torch.ones(4, 4)\nf = torch.compile(lambda t: t + 1, backend='eager')\nf(x)"
+)
+
+
+@needs_valgrind
+def test_torch_compile_cases_run_in_one_compile_template() -> None:
+    messages: list[str] = []
+    cases = materialize({"compiled": COMPILED, "compiled again": COMPILED, "add": CASES["add"]})
+    batch = ct.collect(cases, jobs=1, progress=messages.append)
+    compiled, again, add = (count(k, batch) for k in ("compiled", "compiled again", "add"))
+    for case in (compiled, again, add):
+        check_count(case)
+    # dynamo imported once for both cases, each case's cache prepared before it is counted
+    assert sum("torch.compile template ready" in m for m in messages) == 1
+    assert sum("torch.compile cache prepared" in m for m in messages) == 2
+    assert compiled.repeat_totals == again.repeat_totals
+    # the compiled call runs dynamo's guards and then the same add
+    assert compiled.instructions > add.instructions
+    # outside the compile template, the plain case counts as in any other batch
+    assert add.repeat_totals == count("add").repeat_totals
+
+
 @needs_valgrind
 def test_crash_hang_and_exception_cost_only_their_own_case() -> None:
     segfault, hang, raises = count("segfault"), count("hang"), count("raises")
