@@ -185,7 +185,9 @@ def test_torch_compile_cases_run_in_one_compile_template() -> None:
     # dynamo imported once for both cases, each case's cache prepared before it is counted
     assert sum("torch.compile template ready" in m for m in messages) == 1
     assert sum("torch.compile cache prepared" in m for m in messages) == 2
-    assert compiled.repeat_totals == again.repeat_totals
+    # Two cases with the same statement but each its own torch.compile cache folder
+    # (named by the case): close, though not instruction for instruction (0.09% here).
+    assert abs(compiled.instructions / again.instructions - 1) < 0.005
     # the compiled call runs dynamo's guards and then the same add
     assert compiled.instructions > add.instructions
     # outside the compile template, the plain case counts as in any other batch
