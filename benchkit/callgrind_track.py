@@ -1053,7 +1053,7 @@ def _prepared(directory: str | None) -> bool:
     return directory is None or (Path(directory) / PREPARED_MARKER).exists()
 
 
-def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[str, Any]) -> _Template:
+def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[str, Any]) -> None:
     """Run a case that may compile once, uncounted, the first time for this torch build.
 
     A compile under valgrind talks to compiler subprocesses and the file system,
@@ -1063,7 +1063,7 @@ def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[st
     Only setups that mention ``compile`` are run twice.
     """
     if not uses_compile(spec):
-        return template
+        return
     name = batch.names[index]
     template.send(name)
     pid = int(template.expect(f"started {name} ", TEMPLATE_START_TIMEOUT))
@@ -1075,7 +1075,6 @@ def _compile_first(batch: _Batch, template: _Template, index: int, spec: dict[st
     directory.mkdir(parents=True, exist_ok=True)
     (directory / PREPARED_MARKER).touch()
     batch.progress(f"{batch.cases[index].key}: torch.compile cache prepared; counting it now")
-    return template
 
 
 def _run_case(batch: _Batch, template: _Template, index: int) -> _Template | None:
