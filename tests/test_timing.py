@@ -38,13 +38,16 @@ def test_measured_clock_reports_per_execution_time() -> None:
 
 
 def test_cpp_layout_is_deterministic_and_groups_by_global_setup() -> None:
-    snippets = [Snippet(f"x + {i};", "auto x = torch::ones({1});", "", 1) for i in range(60)]
+    from benchkit.cpp_batch import SNIPPETS_PER_SHARD
+
+    n = SNIPPETS_PER_SHARD + 10
+    snippets = [Snippet(f"x + {i};", "auto x = torch::ones({1});", "", 1) for i in range(n)]
     snippets.append(Snippet("y;", "", "#include <vector>", 1))
     shards = layout(snippets)
     assert layout(list(reversed(snippets))) == shards
-    assert sum(len(s.snippets) for s in shards) == 61
+    assert sum(len(s.snippets) for s in shards) == n + 1
     assert any(s.global_setup == "#include <vector>" and len(s.snippets) == 1 for s in shards)
-    assert all(len(s.snippets) <= 40 for s in shards)
+    assert len(shards) == 3 and all(len(s.snippets) <= SNIPPETS_PER_SHARD for s in shards)
 
 
 def test_cpp_cases_compile_once_per_shard_and_honour_threads() -> None:
@@ -105,8 +108,17 @@ def test_unscriptable_model_is_skipped_with_reason() -> None:
         prepare(jit.timer_args, jit.key)
 
 
+def test_precompiled_header_only_when_cores_have_several_shards_each() -> None:
+    from benchkit.cpp_batch import worth_precompiling
+
+    assert not worth_precompiling(missing=2, jobs=2)  # one shard per core: parse in parallel
+    assert not worth_precompiling(missing=4, jobs=2)
+    assert worth_precompiling(missing=5, jobs=2)
+    assert worth_precompiling(missing=3, jobs=1)
+
+
 def test_shards_compile_with_a_precompiled_header() -> None:
-    """Two shards missing: torch's headers are precompiled once and both shards use them."""
+    """With torch's headers precompiled, every shard compiles with them."""
     from benchkit import cpp_batch
 
     cases = [
@@ -116,6 +128,7 @@ def test_shards_compile_with_a_precompiled_header() -> None:
     ]  # fmt: skip
     suite = CppSuite(cases)
     assert len(suite.shards) == 2  # different global setups: different translation units
+    cpp_batch.build_precompiled_header()
     assert cpp_batch.build_all(suite.shards) == {}
     header = cpp_batch._pch_header(cpp_batch._extra_cflags())
     assert header is not None and header.with_suffix(".h.gch").stat().st_size > 1_000_000
