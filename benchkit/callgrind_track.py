@@ -251,7 +251,14 @@ LAYOUT_NOISE = re.compile(
     r"malloc\.c:(_int_malloc|_int_free|_int_memalign|_int_realloc|malloc_consolidate"
     r"|unlink_chunk[\w.]*|alloc_perturb|sysmalloc[\w.]*|systrim[\w.]*)$"
     r"|dictobject\.c:unicodekeys_lookup_unicode$"
+    # pymalloc's pool bookkeeping: whether freeing an object empties its pool (and the
+    # next allocation sets one up again) depends on what else lives in that pool. Its
+    # public entry points (PyObject_Malloc, PyObject_Free, ...) stay, one per call.
+    r"|:_PyObject_(Malloc|Calloc|Realloc|Free)$"
 )
+
+# Excluded with its whole call tree by valgrind (--toggle-collect), see _template_command.
+TYPE_CACHE_MISS = "find_name_in_mro"
 
 
 def _standard_name(raw: str) -> str | None:
@@ -949,10 +956,12 @@ class _Batch:
     keep_files: bool = False
     templates: list[_Template] = dataclasses.field(default_factory=list)
     stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
-    ready: threading.Event = dataclasses.field(default_factory=threading.Event)  # specs written
+    # Every runnable case is in the work queue (Python cases go in before the C++ compile)
+    queued_all: threading.Event = dataclasses.field(default_factory=threading.Event)
     started: float = dataclasses.field(default_factory=time.monotonic)
     # How long nested templates took to start (scheduling, as case durations)
     template_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    cpp_compile_seconds: float = 0.0  # while the Python cases are counted
 
     def record(self, index: int, count: CaseCount) -> None:
         with self.lock:
@@ -1168,12 +1177,14 @@ def _drive(
 
     try:
         template, info = start()
-        batch.ready.wait()
         while True:
+            all_queued = batch.queued_all.is_set()  # before the get: then empty means done
             try:
-                unit = work.get_nowait()
+                unit = work.get(timeout=0.2)
             except queue.Empty:
-                return info
+                if all_queued:
+                    return info
+                continue
             if batch.stopping.is_set():
                 return info
             if template is None:
@@ -1187,44 +1198,67 @@ def _drive(
             template.close()
 
 
-def _write_specs(batch: _Batch) -> None:
-    """Per-case spec files; TorchScript artifacts and C++ shards built first."""
+def _prepare_cases(batch: _Batch, queue_cases: Callable[[list[int]], None]) -> None:
+    """Write the per-case spec files and hand the cases to `queue_cases`: the Python
+    cases first, so the workers count them while the C++ shards compile, then the
+    C++ cases."""
     from benchkit.api import Language
-    from benchkit.cpp_batch import Snippet, build_all
+    from benchkit.cpp_batch import build_all
+
+    (batch.root / "cases").mkdir(parents=True, exist_ok=True)
+    is_cpp = [case.timer_args.language is Language.CPP for case in batch.cases]
+    python = [i for i, cpp in enumerate(is_cpp) if not cpp]
+    for index in python:
+        _write_spec(batch, index, [], {})
+    queue_cases(python)
+    shards = count_shards(batch.cases)
+    if shards:
+        began = time.monotonic()
+        compile_errors = build_all(shards, progress=batch.progress)
+        batch.cpp_compile_seconds = time.monotonic() - began
+        cpp = [i for i, cpp in enumerate(is_cpp) if cpp]
+        for index in cpp:
+            _write_spec(batch, index, shards, compile_errors)
+        queue_cases(cpp)
+
+
+def _write_spec(
+    batch: _Batch, index: int, shards: Sequence[Shard], compile_errors: Mapping[str, str]
+) -> None:
+    """One case's spec file (its TorchScript artifact built first), or its preset outcome
+    (skipped, or failed to compile) and a None spec."""
+    from benchkit.api import Language
+    from benchkit.cpp_batch import Snippet
     from benchkit.torchscript import TorchScriptUnavailable, ensure_artifact
 
-    cases, preset, specs = batch.cases, batch.preset, batch.specs
-    (batch.root / "cases").mkdir(parents=True, exist_ok=True)
-    shards = count_shards(cases)
-    compile_errors = build_all(shards, progress=batch.progress) if shards else {}
-    for index, case in enumerate(cases):
-        args = case.timer_args
-        specs[index] = None
-        if args.torchscript is not None:
-            try:
-                ensure_artifact(args.torchscript)
-            except TorchScriptUnavailable as e:
-                preset[index] = CaseCount(case.key, "skipped", error=str(e))
-                continue
-        # Only what the child needs: equal cases get byte-identical specs (and counts).
-        spec: dict[str, Any] = {
-            "language": args.language.name,
-            "num_threads": args.num_threads,
-            "warmup": WARMUP,
-            "inductor_dir": str(_inductor_root() / case.fingerprint),
-        }
-        if args.language is Language.CPP:
-            snippet = Snippet.of(args)
-            found = _library_for(snippet, shards)
-            if found is None:
-                error = compile_errors.get(snippet.key, "C++ shard was not built")
-                preset[index] = CaseCount(case.key, "failed", error=error)
-                continue
-            spec.update(module=found[0], library=str(found[1]), function=_count_function_name(snippet))
-        else:
-            spec.update(stmt=args.stmt, setup=args.setup)
-        specs[index] = spec
-        (batch.root / "cases" / f"{case.fingerprint}.json").write_text(json.dumps(spec))
+    case, preset, specs = batch.cases[index], batch.preset, batch.specs
+    args = case.timer_args
+    specs[index] = None
+    if args.torchscript is not None:
+        try:
+            ensure_artifact(args.torchscript)
+        except TorchScriptUnavailable as e:
+            preset[index] = CaseCount(case.key, "skipped", error=str(e))
+            return
+    # Only what the child needs: equal cases get byte-identical specs (and counts).
+    spec: dict[str, Any] = {
+        "language": args.language.name,
+        "num_threads": args.num_threads,
+        "warmup": WARMUP,
+        "inductor_dir": str(_inductor_root() / case.fingerprint),
+    }
+    if args.language is Language.CPP:
+        snippet = Snippet.of(args)
+        found = _library_for(snippet, shards)
+        if found is None:
+            error = compile_errors.get(snippet.key, "C++ shard was not built")
+            preset[index] = CaseCount(case.key, "failed", error=error)
+            return
+        spec.update(module=found[0], library=str(found[1]), function=_count_function_name(snippet))
+    else:
+        spec.update(stmt=args.stmt, setup=args.setup)
+    specs[index] = spec
+    (batch.root / "cases" / f"{case.fingerprint}.json").write_text(json.dumps(spec))
 
 
 def _claim_batch_dir(runs: Path) -> tuple[Path, int]:
@@ -1328,8 +1362,10 @@ def collect(
             "repeats": REPEATS,
             "repeats_single_execution": SINGLE_EXECUTION_REPEATS,
             "statistic": "minimum of repeats, per execution",
+            "not_counted": {"call_tree_of": TYPE_CACHE_MISS, "functions": LAYOUT_NOISE.pattern},
             "jobs": jobs,
             "preparation_seconds": round(batch.started - start, 1),
+            "cpp_compile_seconds": round(batch.cpp_compile_seconds, 1),
         }
         counts = {cases[i].key: batch.results[i] for i in range(len(cases))}
         return BatchResult(counts, metadata, time.monotonic() - start)
@@ -1354,7 +1390,12 @@ def _template_command(aslr: list[str], root: Path, control: Path) -> list[str]:
         # statement runs anew (instrumented), which costs more than running it.
         "--vex-iropt-level=1",
         "--instr-atstart=no",
-        "--collect-atstart=yes",
+        # CPython's type-attribute cache misses: which (type, name) pairs collide in
+        # its method cache depends on where the name strings lie, so any change to the
+        # heap (a torch commit, this file) moves them. Nothing inside the miss path
+        # (walking the MRO's dicts) is counted; the lookup's own cost still is.
+        f"--toggle-collect={TYPE_CACHE_MISS}",
+        "--collect-atstart=yes",  # after --toggle-collect, which turns it off
         "--dump-line=no",
         f"--callgrind-out-file={root}/cg.%p",
         f"--log-file={root}/valgrind.%p.log",
@@ -1385,9 +1426,10 @@ def _work_units(batch: _Batch, runnable: list[int], durations: Mapping[str, floa
 def _run_batch(
     batch: _Batch, jobs: int, command: list[str], env: dict[str, str]
 ) -> tuple[list[dict[str, Any]], list[BaseException]]:
-    """Templates start importing torch under valgrind while C++ and TorchScript are
-    prepared; then they take cases from one queue, longest first, and a parser thread
-    reads the dumps. Returns the templates' self-descriptions and worker errors."""
+    """Templates start importing torch under valgrind while the cases are prepared;
+    then they take cases from one queue (the Python cases longest first while the C++
+    shards compile, then the C++ cases), and a parser thread reads the dumps.
+    Returns the templates' self-descriptions and worker errors."""
     work: queue.Queue[list[int]] = queue.Queue()
     slots = itertools.count()
     infos: list[dict[str, Any]] = []
@@ -1409,23 +1451,32 @@ def _run_batch(
                 count = CaseCount(batch.cases[index].key, "failed", error=traceback.format_exc())
             batch.record(index, count)
 
+    durations = _load_durations()
+    queued_any = False
+
+    def queue_cases(indices: list[int]) -> None:
+        nonlocal queued_any
+        if not queued_any:
+            batch.started = time.monotonic()
+            queued_any = True
+        runnable = [i for i in indices if batch.specs.get(i) is not None]
+        for unit in _work_units(batch, runnable, durations):
+            work.put(unit)
+        for index in indices:
+            if index in batch.preset:
+                batch.record(index, batch.preset[index])
+        if runnable:
+            batch.progress(f"counting {len(runnable)} case(s) with {jobs} valgrind worker(s)...")
+
     threads = [threading.Thread(target=worker) for _ in range(jobs)]
     parse_thread = threading.Thread(target=parser)
     for thread in [*threads, parse_thread]:
         thread.start()
     try:
         try:
-            _write_specs(batch)
+            _prepare_cases(batch, queue_cases)
         finally:
-            runnable = [i for i, spec in batch.specs.items() if spec is not None]
-            for unit in _work_units(batch, runnable, _load_durations()):
-                work.put(unit)
-            batch.started = time.monotonic()
-            batch.ready.set()
-        for index, count in batch.preset.items():
-            batch.record(index, count)
-        if runnable:
-            batch.progress(f"counting {len(runnable)} case(s) with {jobs} valgrind worker(s)...")
+            batch.queued_all.set()
         for thread in threads:
             thread.join()
     except BaseException:  # stop the valgrind processes too, not just this one
