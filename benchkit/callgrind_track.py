@@ -1199,27 +1199,27 @@ def _drive(
 
 
 def _prepare_cases(batch: _Batch, queue_cases: Callable[[list[int]], None]) -> None:
-    """Write the per-case spec files and hand the cases to `queue_cases`: the Python
-    cases first, so the workers count them while the C++ shards compile, then the
-    C++ cases."""
+    """Write the per-case spec files and hand the cases to `queue_cases`: all at once
+    when every C++ shard is built; else the Python cases first, so the workers count
+    them while the C++ shards compile, then the C++ cases."""
     from benchkit.api import Language
-    from benchkit.cpp_batch import build_all
+    from benchkit.cpp_batch import build_all, is_built
 
     (batch.root / "cases").mkdir(parents=True, exist_ok=True)
-    is_cpp = [case.timer_args.language is Language.CPP for case in batch.cases]
-    python = [i for i, cpp in enumerate(is_cpp) if not cpp]
-    for index in python:
-        _write_spec(batch, index, [], {})
-    queue_cases(python)
     shards = count_shards(batch.cases)
-    if shards:
+    is_cpp = [case.timer_args.language is Language.CPP for case in batch.cases]
+    to_compile = [i for i, cpp in enumerate(is_cpp) if cpp] if not all(map(is_built, shards)) else []
+    first = sorted(set(range(len(batch.cases))) - set(to_compile))
+    for index in first:
+        _write_spec(batch, index, shards, {})
+    queue_cases(first)
+    if to_compile:
         began = time.monotonic()
         compile_errors = build_all(shards, progress=batch.progress)
         batch.cpp_compile_seconds = time.monotonic() - began
-        cpp = [i for i, cpp in enumerate(is_cpp) if cpp]
-        for index in cpp:
+        for index in to_compile:
             _write_spec(batch, index, shards, compile_errors)
-        queue_cases(cpp)
+        queue_cases(to_compile)
 
 
 def _write_spec(
