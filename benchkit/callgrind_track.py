@@ -1427,8 +1427,8 @@ def _run_batch(
     batch: _Batch, jobs: int, command: list[str], env: dict[str, str]
 ) -> tuple[list[dict[str, Any]], list[BaseException]]:
     """Templates start importing torch under valgrind while the cases are prepared;
-    then they take cases from one queue (the Python cases longest first while the C++
-    shards compile, then the C++ cases), and a parser thread reads the dumps.
+    then they take cases from one queue, longest first (see `_prepare_cases` for
+    when the C++ cases join it), and a parser thread reads the dumps.
     Returns the templates' self-descriptions and worker errors."""
     work: queue.Queue[list[int]] = queue.Queue()
     slots = itertools.count()

@@ -2,8 +2,9 @@
 
 `torch.utils.benchmark`'s C++ Timer compiles one extension per statement into
 a per-process temporary directory: ~20 s of compiler time per case, paid again
-in every process. Most of that time is parsing torch's headers, which does not
-depend on the statement. So we put many snippets into one translation unit
+in every process. Most of that time is torch's headers (parsing them, then
+instantiating and emitting their inline code), which does not depend on the
+statement. So we put many snippets into one translation unit
 (one function each), split into a few shards so two cores can compile in
 parallel and an edit to one case recompiles only its shard, and key each
 shard's build directory by its source and the torch build.
