@@ -156,6 +156,7 @@ def test_python_cases_are_counted() -> None:
     assert any("ceval.c" in name for name in add.functions)
 
 
+@needs_valgrind
 def test_layout_dependent_work_is_not_counted() -> None:
     """CPython's type-cache misses and pymalloc's pool bookkeeping depend on where
     objects lie, not on the statement: left out, while the lookups and allocation
