@@ -16,9 +16,14 @@ each metric by its own noise:
 
 A reviewed config file (``benchkit-check.toml`` or ``.json``) changes the
 defaults and overrides them per benchmark by regular expression, each override
-with a reason. Output is a Markdown table for a PR comment. Exit status:
-0 no regression, 1 regression (including a benchmark that newly fails),
-2 could not compare (the reason is printed).
+with a reason. Output is a Markdown table for a PR comment.
+
+The gate fails closed: a benchmark with a number on BASE and none on HEAD
+(missing, skipped or failed there) fails it like a regression, and a metric
+that cannot be judged at all -- numbers on one side only, or on neither (no
+valgrind, a failed ``setup_cache``) -- is never read as "no regression".
+Exit status: 0 clean, 1 regression or a benchmark lost on HEAD, 2 could not
+compare (the reasons are printed on stderr).
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ from typing import Any
 from benchkit.errors import UserError
 
 METRICS = ("instructions", "wall_time", "ratio")
+# Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
+# "regression" they fail the gate (exit 1).
+LOST_ON_HEAD = ("newly failing", "newly skipped", "missing on head")
+FAILS_GATE = ("regression", *LOST_ON_HEAD)
+# Verdicts where both sides had a number and were compared.
+NUMERIC_STATUSES = ("regression", "improvement", "unchanged")
 DEFAULT_THRESHOLDS = {"instructions": 0.005, "wall_time": 0.10, "ratio": 0.10}
 DEFAULT_CONFIG_NAMES = ("benchkit-check.toml", "benchkit-check.json")
 _METRIC_LABELS = {"instructions": "instructions", "wall_time": "wall time", "ratio": "ratio"}
@@ -188,6 +199,10 @@ class Measurement:
     def skipped(self) -> bool:
         return isinstance(self.value, float) and math.isnan(self.value)
 
+    @property
+    def has_number(self) -> bool:
+        return not (self.failed or self.skipped)
+
 
 @dataclasses.dataclass(frozen=True)
 class ResultSet:
@@ -300,7 +315,8 @@ class Comparison:
     env: str
     metric: str
     unit: str | None
-    # regression | improvement | unchanged | new failure | still failing | fixed | not compared | ignored
+    # regression | improvement | unchanged | newly failing | newly skipped | missing on head
+    # | still failing | fixed | not compared | ignored
     status: str
     before: Measurement | None
     after: Measurement | None
@@ -344,17 +360,29 @@ def compare_one(
     if override is not None and override.ignore:
         return make(status="ignored", note=override.reason)
     note = override.reason if override is not None else ""
+    if before is not None and before.has_number and after is None:
+        return make(status="missing on head", note=_join("no result on head", note))
     if before is None or after is None:
         side = "base" if after is None else "head"
         return make(status="not compared", note=f"only measured on {side}")
-    if before.version and after.version and before.version != after.version:
-        return make(status="not compared", note="benchmark code changed between the two runs")
+    code_changed = bool(before.version and after.version and before.version != after.version)
+    changed_note = "benchmark code changed between the two runs"
+    # A number lost on head counts even when the benchmark's code changed: that change may be the cause.
     if after.failed:
-        return make(status="still failing" if before.failed else "new failure", note=note)
+        if before.failed:
+            return make(status="still failing", note=note)
+        return make(status="newly failing", note=_join(changed_note if code_changed else "", note))
+    if after.skipped and before.has_number:
+        return make(status="newly skipped", note=_join(changed_note if code_changed else "", note))
+    if code_changed:
+        return make(status="not compared", note=changed_note)
     if before.failed:
-        return make(status="fixed", note=note)
+        if after.has_number:
+            return make(status="fixed", note=note)
+        return make(status="not compared", note="failed on base, skipped on head")
     if before.skipped or after.skipped:
-        return make(status="not compared", note="skipped")
+        side = "both sides" if before.skipped and after.skipped else "base"
+        return make(status="not compared", note=f"skipped on {side}")
     assert before.value is not None and after.value is not None
     worse = after.value > before.value * (1 + threshold)
     better = after.value * (1 + threshold) < before.value
@@ -365,6 +393,10 @@ def compare_one(
     if better:
         return make(status="improvement", note=note)
     return make(status="unchanged", note=note)
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def compare(
@@ -387,7 +419,61 @@ def compare(
     return out
 
 
+def _side_summary(measurements: Iterable[Measurement | None]) -> str:
+    counts = {"failed": 0, "skipped": 0, "without a result": 0}
+    for m in measurements:
+        if m is None:
+            counts["without a result"] += 1
+        elif not m.has_number:
+            counts["failed" if m.failed else "skipped"] += 1
+    return ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "none"
+
+
+def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
+    """Why the comparison is incomplete: a metric with numbers on one side only, or on neither.
+
+    Each benchmark's verdict cannot see this: when HEAD ran without valgrind, or a
+    failed ``setup_cache`` made asv record every benchmark of its file as failed,
+    the metric as a whole is unmeasured, and "no regression" would be a guess.
+    Ignored benchmarks do not count.
+    """
+    problems = []
+    for metric in METRICS:
+        rows = [c for c in comparisons if c.metric == metric and c.status != "ignored"]
+        on_base = sum(1 for c in rows if c.before is not None and c.before.has_number)
+        on_head = sum(1 for c in rows if c.after is not None and c.after.has_number)
+        if not rows or (on_base and on_head):
+            continue
+        label = _METRIC_LABELS[metric]
+        base_side, head_side = _side_summary(c.before for c in rows), _side_summary(c.after for c in rows)
+        if on_base or on_head:
+            has, lacks, why = ("base", "head", head_side) if on_base else ("head", "base", base_side)
+            problems.append(
+                f"{label}: {on_base or on_head} benchmark(s) have numbers on {has}, none on {lacks} ({why})"
+            )
+        else:
+            problems.append(
+                f"{label}: no numbers on either side for {len(rows)} benchmark(s) "
+                f"(base: {base_side}; head: {head_side})"
+            )
+    if not problems and not any(c.status in NUMERIC_STATUSES for c in comparisons):
+        problems.append("no benchmark has numbers on both sides to compare")
+    return problems
+
+
 # ------------------------------------------------------------------- report
+
+# asv keeps no error text in its result files: point the user at where it is.
+WHY_HINT = (
+    "asv's result files keep no error text; see the asv run's log or rerun with "
+    "`asv run --show-stderr -b REGEX` (a failed setup_cache fails every benchmark of its file)"
+)
+
+
+def count_phrase(n: int, status: str) -> str:
+    """How reports count a verdict: '2 regressions', '1 newly failing', '3 missing on head'."""
+    plural = n != 1 and status in ("regression", "improvement")
+    return f"{n} {status}{'s' if plural else ''}"
 
 
 def format_value(m: Measurement | None, unit: str | None) -> str:
@@ -395,9 +481,12 @@ def format_value(m: Measurement | None, unit: str | None) -> str:
     from asv_runner.statistics import get_err
 
     if m is None:
-        return "-"
-    if m.value is None:
+        return "missing"
+    if m.failed:
         return "failed"
+    if m.skipped:
+        return "skipped"
+    assert m.value is not None
     if unit == "instructions":
         return f"{m.value:,.0f}"
     err = get_err(m.value, m.stats) if m.stats else None
@@ -414,16 +503,14 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _table(rows: Sequence[Comparison], with_ratio: bool = True, show_env: bool = False) -> list[str]:
+def _table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
     lines = [
         "| Benchmark | Metric | Before | After | Change | Threshold | Note |",
         "|---|---|---|---|---|---|---|",
     ]
     for c in rows:
         ratio = c.ratio
-        change = (
-            f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if (ratio is not None and with_ratio) else c.status
-        )
+        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status
         cells = [
             f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
             _METRIC_LABELS[c.metric],
@@ -439,9 +526,10 @@ def _table(rows: Sequence[Comparison], with_ratio: bool = True, show_env: bool =
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    exit_code: int
+    exit_code: int  # 0 clean, 1 regression or a number lost on head, 2 incomplete (see problems)
     markdown: str
     comparisons: tuple[Comparison, ...]
+    problems: tuple[str, ...] = ()  # why the comparison is incomplete (`unjudged_metrics`)
 
 
 def render(
@@ -456,39 +544,42 @@ def render(
     for c in comparisons:
         by_status.setdefault(c.status, []).append(c)
 
-    def count(*statuses: str) -> int:
-        return sum(len(by_status.get(s, [])) for s in statuses)
+    def rows(*statuses: str) -> list[Comparison]:
+        return [c for s in statuses for c in by_status.get(s, [])]
 
-    regressions = by_status.get("regression", [])
-    new_failures = by_status.get("new failure", [])
-    failing = new_failures + by_status.get("still failing", [])
-    improvements = by_status.get("improvement", []) + by_status.get("fixed", [])
-    not_compared = by_status.get("not compared", []) + by_status.get("ignored", [])
-    regressions.sort(key=lambda c: -(c.ratio or 0))
-    improvements.sort(key=lambda c: c.ratio or 0)
-    lines = [f"### benchkit check: {base_label} → {head_label}", ""]
-    verdict = "❌ regression" if (regressions or new_failures) else "✅ no regression"
+    problems = unjudged_metrics(comparisons)
+    regressions = sorted(rows("regression"), key=lambda c: -(c.ratio or 0))
+    lost = rows(*LOST_ON_HEAD)
+    exit_code = 2 if problems else 1 if (regressions or lost) else 0
+    verdict = ("✅ no regression", "❌ fails", "⚠️ could not compare everything")[exit_code]
     envs = sorted({c.env for c in comparisons})
     where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
-    lines.append(
-        f"{verdict} on {where}: **{len(regressions)} regression(s)**, "
-        f"{len(new_failures)} new failure(s), {len(improvements)} improvement(s), "
-        f"{count('still failing')} failing on both, {count('unchanged')} unchanged, "
-        f"{len(not_compared)} not compared. Thresholds: {config.source}."
-    )
+    # The gate's own classes always show, even at 0; the others when present.
+    counts = [f"**{count_phrase(len(regressions), 'regression')}**"]
+    counts += [count_phrase(len(rows(s)), s) for s in LOST_ON_HEAD]
+    shown = ("improvement", "fixed", "still failing", "unchanged", "not compared", "ignored")
+    counts += [count_phrase(len(rows(s)), s) for s in shown if rows(s) or s == "unchanged"]
+    lines = [
+        f"### benchkit check: {base_label} → {head_label}",
+        "",
+        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}.",
+    ]
+    if problems:
+        lines += ["", "#### Could not compare", "", *(f"- {_md_escape(p)}" for p in problems)]
+        lines += ["", WHY_HINT + "."]
     sections = [
         ("Regressions", regressions),
-        ("Failures", failing),
-        ("Improvements", improvements),
-        ("Not compared", not_compared),
+        ("Measured on base, no number on head", lost),
+        ("Still failing", rows("still failing")),
+        ("Improvements", sorted(rows("improvement", "fixed"), key=lambda c: c.ratio or 0)),
+        ("Not compared", rows("not compared", "ignored")),
     ]
     if show_unchanged:
-        sections.append(("Unchanged", by_status.get("unchanged", [])))
-    for title, rows in sections:
-        if rows:
-            lines += ["", f"#### {title}", "", *_table(rows, title != "Failures", show_env=len(envs) > 1)]
-    exit_code = 1 if (regressions or new_failures) else 0
-    return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons))
+        sections.append(("Unchanged", rows("unchanged")))
+    for title, section in sections:
+        if section:
+            lines += ["", f"#### {title}", "", *_table(section, show_env=len(envs) > 1)]
+    return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons), tuple(problems))
 
 
 # ------------------------------------------------------------------ the gate
@@ -508,7 +599,12 @@ def run_check(
     factor: float | None = None,
     show_unchanged: bool = False,
 ) -> Verdict:
-    """Compare two commits' results; raises `UserError` when they cannot be compared."""
+    """Compare two commits' results.
+
+    Raises `UserError` when there is nothing to read (no results, an unknown
+    commit or machine, a bad config); an incomplete comparison is a verdict
+    with exit code 2 and its `problems`, so the table still shows what there is.
+    """
     conf = load_asv_config(asv_config)
     config_path = config_path or find_check_config(asv_config.resolve().parent)
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
@@ -536,8 +632,6 @@ def run_check(
             )
         sets.append(result_set)
     comparisons = compare(sets[0], sets[1], _units(conf), config)
-    if not any(c.status not in ("not compared", "ignored") for c in comparisons):
-        raise UserError(f"{base} and {head} have no benchmark in common to compare")
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
     return render(comparisons, labels[0], labels[1], machine, config, show_unchanged)
 
@@ -554,6 +648,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         show_unchanged=args.show_unchanged,
     )
     sys.stdout.write(verdict.markdown)
+    for problem in verdict.problems:
+        print(f"benchkit check: could not compare: {problem}", file=sys.stderr)
+    if verdict.problems:
+        print(f"benchkit check: {WHY_HINT}", file=sys.stderr)
     if args.markdown:
         from benchkit.util import atomic_write_text
 
@@ -564,7 +662,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "check",
-        help="regression gate over asv results of two commits (exit 0 ok, 1 regression, 2 cannot compare)",
+        help="regression gate over asv results of two commits "
+        "(exit 0 ok, 1 regression or lost benchmark, 2 cannot compare)",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("base", metavar="BASE", help="reference commit: branch, tag or hash (e.g. main)")

@@ -55,7 +55,8 @@ BUILD_FILE = "benchkit-build.json"
 
 # Our pages, in nav order: (file, label). asv's own page is index.html.
 PAGES = (("changes.html", "Changes"), ("why.html", "Why"), ("operators.html", "Operators"))
-CHANGED_STATUSES = ("regression", "new failure", "improvement", "fixed")
+# What the Changes page lists: what fails the gate first, then what got better.
+CHANGED_STATUSES = (*check.FAILS_GATE, "improvement", "fixed")
 METRIC_HEADINGS = {
     "instructions": "Instruction counts",
     "wall_time": "Wall time",
@@ -129,6 +130,7 @@ class PairChanges:
     head: Build
     changes: tuple[check.Comparison, ...]  # beyond threshold, sorted within each metric
     compared: int  # benchmarks compared (changed or not)
+    problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
 
     @property
     def anchor(self) -> str:
@@ -345,8 +347,11 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
                 )
             )
             compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
+            problems = tuple(check.unjudged_metrics(comparisons))
             pairs.append(
-                PairChanges(machine, branch, data.builds[base], data.builds[head], tuple(changed), compared)
+                PairChanges(
+                    machine, branch, data.builds[base], data.builds[head], tuple(changed), compared, problems
+                )
             )
     return pairs
 
@@ -672,8 +677,9 @@ def render_changes(
 ) -> str:
     out = [
         '<p class="lead">Each consecutive pair of measured commits per branch and machine; a benchmark '
-        "is listed when <code>benchkit check</code> would flag it (thresholds: "
-        f"{_e(data.config.source)}). Names link to asv's graph of the benchmark; "
+        "is listed when <code>benchkit check</code> would flag it: a change beyond its threshold "
+        f"(thresholds: {_e(data.config.source)}) or a number on base that head lost (newly failing, "
+        "newly skipped, missing on head). Names link to asv's graph of the benchmark; "
         "instruction-count changes link to where the instructions went.</p>"
     ]
     if not pairs:
@@ -702,16 +708,20 @@ def _render_pair(data: SiteData, pair: PairChanges, why_pages: Mapping[str, str]
     counts: dict[str, int] = {}
     for c in pair.changes:
         counts[c.status] = counts.get(c.status, 0) + 1
-    summary = ", ".join(f"{n} {s}{'s' if n > 1 and s != 'fixed' else ''}" for s, n in counts.items())
+    summary = ", ".join(check.count_phrase(n, s) for s, n in counts.items())
+    summary = summary or ("nothing flagged" if pair.problems else "no change beyond thresholds")
     ops = f"operators.html#{_slug(f'ops-{pair.machine}-{pair.head.short}')}"
     lines = [
         f'<section class="pair" id="{pair.anchor}">',
         f'<h3><a href="#{pair.anchor}">{_e(pair.base.label)} → {_e(pair.head.label)}</a></h3>',
         f'<div class="builds"><div>base: {_build_html(pair.base)}</div>'
         f"<div>head: {_build_html(pair.head)}</div></div>",
-        f'<p class="counts">{_e(summary or "no change beyond thresholds")} '
+        f'<p class="counts">{_e(summary)} '
         f'<span class="muted">({pair.compared} compared · <a href="{ops}">operators at head</a>)</span></p>',
     ]
+    if pair.problems:
+        items = "".join(f"<li>{_e(p)}</li>" for p in pair.problems)
+        lines.append(f'<div class="problems"><p>Could not compare:</p><ul>{items}</ul></div>')
     by_metric: dict[str, list[check.Comparison]] = {}
     for c in pair.changes:
         by_metric.setdefault(c.metric, []).append(c)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -109,7 +110,7 @@ def test_instruction_counts_use_a_tight_threshold(project: Project) -> None:
     }
     row = next(line for line in verdict.markdown.splitlines() if "ic.Add" in line)
     assert "1,000,000 | 1,010,000 | +1.0% (×1.01) | 0.5%" in row
-    assert "#### Regressions" in verdict.markdown and "**1 regression(s)**" in verdict.markdown
+    assert "#### Regressions" in verdict.markdown and "**1 regression**" in verdict.markdown
 
 
 def test_wall_time_needs_asv_statistics_and_the_factor(project: Project) -> None:
@@ -163,14 +164,15 @@ def test_failures_are_listed_and_never_hide_the_rest(project: Project) -> None:
     project.add(HEAD, "f.fine.track_instructions", [200.0])
     verdict = project.check()
     assert _statuses(verdict) == {
-        "f.breaks.track_instructions": "new failure",
+        "f.breaks.track_instructions": "newly failing",
         "f.broken.track_instructions": "still failing",
         "f.mended.track_instructions": "fixed",
         "f.fine.track_instructions": "regression",
     }
     assert verdict.exit_code == 1
-    failures = verdict.markdown.split("#### Failures")[1].split("####")[0]
-    assert "f.breaks" in failures and "f.broken" in failures and "new failure" in failures
+    lost = verdict.markdown.split("#### Measured on base, no number on head")[1].split("####")[0]
+    assert "f.breaks" in lost and "newly failing" in lost and "f.broken" not in lost
+    assert "f.broken" in verdict.markdown.split("#### Still failing")[1].split("####")[0]
 
 
 def test_failing_on_both_alone_is_not_a_regression(project: Project) -> None:
@@ -182,7 +184,7 @@ def test_failing_on_both_alone_is_not_a_regression(project: Project) -> None:
     project.add(HEAD, "f.fine.track_instructions", [100.0])
     verdict = project.check()
     assert verdict.exit_code == 0
-    assert "1 failing on both" in verdict.markdown and "#### Failures" in verdict.markdown
+    assert "1 still failing" in verdict.markdown and "#### Still failing" in verdict.markdown
 
 
 def test_parameterized_benchmarks_are_compared_per_parameter(project: Project) -> None:
@@ -333,3 +335,172 @@ def test_metric_from_the_name_when_benchmarks_json_lacks_the_benchmark(project: 
     verdict = check.run_check(BASE[:8], HEAD[:8], asv_config=project.root / "asv.conf.json")
     [comparison] = verdict.comparisons
     assert (comparison.metric, comparison.status) == ("instructions", "regression")
+
+
+def _cli(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
+    project.save()
+    return subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "check", BASE[:8], HEAD[:8], *args,
+         "--asv-config", str(project.root / "asv.conf.json")],
+        cwd=REPO_ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_a_clean_pair_passes_with_every_metric(project: Project) -> None:
+    project.bench("ic.Add.track_instructions", "instructions")
+    project.bench("wt.Add.time_it", "seconds")
+    project.bench("ops.add.track_speedup", "ratio")
+    for commit, seed in ((BASE, 0), (HEAD, 1)):
+        project.add(commit, "ic.Add.track_instructions", [1_000_000])
+        samples = _samples(1e-5, 0.02, seed=seed)
+        project.add(commit, "wt.Add.time_it", [sorted(samples)[5]], [samples])
+        project.add(commit, "ops.add.track_speedup", [0.5])
+    verdict = project.check()
+    assert (verdict.exit_code, verdict.problems) == (0, ())
+    assert set(_statuses(verdict).values()) == {"unchanged"}
+    assert "✅ no regression" in verdict.markdown
+    assert "**0 regressions**, 0 newly failing, 0 newly skipped, 0 missing on head, 3 unchanged" in (
+        verdict.markdown
+    )
+
+
+@pytest.mark.parametrize(
+    ("head_value", "status", "shown"),
+    [("absent", "missing on head", "missing"), (math.nan, "newly skipped", "skipped"),
+     (None, "newly failing", "failed")],
+)  # fmt: skip
+def test_head_losing_a_number_base_had_fails_the_gate(
+    project: Project, head_value: float | str | None, status: str, shown: str
+) -> None:
+    for name in ("Lost", "Kept"):
+        project.bench(f"ic.{name}.track_instructions", "instructions")
+        project.add(BASE, f"ic.{name}.track_instructions", [1000.0])
+    project.add(HEAD, "ic.Kept.track_instructions", [1000.0])
+    if head_value != "absent":
+        assert not isinstance(head_value, str)
+        project.add(HEAD, "ic.Lost.track_instructions", [head_value])
+    verdict = project.check()
+    assert _statuses(verdict) == {
+        "ic.Lost.track_instructions": status,
+        "ic.Kept.track_instructions": "unchanged",
+    }
+    assert (verdict.exit_code, verdict.problems) == (1, ())
+    assert "❌ fails" in verdict.markdown and f", 1 {status}," in verdict.markdown
+    lost = verdict.markdown.split("#### Measured on base, no number on head")[1]
+    assert f"| `ic.Lost.track_instructions` | instructions | 1,000 | {shown} | {status} |" in lost
+    cli = _cli(project)
+    assert cli.returncode == 1 and not cli.stderr, cli.stderr
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ("head failed", "instructions: 2 benchmark(s) have numbers on base, none on head (2 failed)"),
+        (
+            "head lacks",
+            "instructions: 2 benchmark(s) have numbers on base, none on head (2 without a result)",
+        ),
+        (
+            "base lacks",
+            "instructions: 2 benchmark(s) have numbers on head, none on base (2 without a result)",
+        ),
+    ],
+)
+def test_a_metric_with_numbers_on_one_side_only_cannot_be_compared(
+    project: Project, case: str, reason: str
+) -> None:
+    """No valgrind, a failed setup_cache: the whole metric has no numbers on one side -> exit 2."""
+    names = ("ic.Add.track_instructions", "ic.Mul.track_instructions")
+    for name in names:
+        project.bench(name, "instructions")
+    project.bench("ops.add.track_speedup", "ratio")
+    for commit in (BASE, HEAD):
+        project.add(commit, "ops.add.track_speedup", [0.5])  # another metric compares fine
+    measured, other = (HEAD, BASE) if case == "base lacks" else (BASE, HEAD)
+    for name in names:
+        project.add(measured, name, [1000.0])
+        if case == "head failed":  # as asv records a failed setup_cache: every benchmark failed
+            project.add(other, name, [None])
+    verdict = project.check()
+    assert verdict.exit_code == 2
+    assert verdict.problems == (reason,)
+    assert "⚠️ could not compare everything" in verdict.markdown and f"- {reason}" in verdict.markdown
+    cli = _cli(project)
+    assert cli.returncode == 2, cli.stdout + cli.stderr
+    assert f"benchkit check: could not compare: {reason}\n" in cli.stderr
+    assert "### benchkit check" in cli.stdout  # the table still shows what there is
+
+
+def test_a_metric_failing_on_both_sides_cannot_be_compared(project: Project) -> None:
+    """Issue 15: every operator benchmark failed in both builds and the gate passed."""
+    for name in ("ops.add.track_speedup", "ops.mul.track_speedup"):
+        project.bench(name, "ratio")
+        project.add(BASE, name, [None])
+        project.add(HEAD, name, [None])
+    project.bench("ic.Add.track_instructions", "instructions")
+    project.add(BASE, "ic.Add.track_instructions", [1000.0])
+    project.add(HEAD, "ic.Add.track_instructions", [1000.0])
+    verdict = project.check()
+    assert verdict.exit_code == 2
+    assert verdict.problems == (
+        "ratio: no numbers on either side for 2 benchmark(s) (base: 2 failed; head: 2 failed)",
+    )
+    # Reviewed away, the same pair passes: ignored benchmarks are not counted.
+    (project.root / "benchkit-check.toml").write_text(
+        '[[override]]\nmatch = "^ops\\\\."\nignore = true\nreason = "operators broken on this runner"\n'
+    )
+    assert project.check().exit_code == 0
+
+
+def test_nothing_to_compare_is_exit_2(project: Project) -> None:
+    project.bench("c.track_instructions", "instructions")
+    project.add(BASE, "c.track_instructions", [100.0], version="v1")
+    project.add(HEAD, "c.track_instructions", [100.0], version="v2")
+    verdict = project.check()
+    assert _statuses(verdict) == {"c.track_instructions": "not compared"}
+    assert verdict.exit_code == 2
+    assert verdict.problems == ("no benchmark has numbers on both sides to compare",)
+
+
+def test_configured_thresholds_change_verdicts(project: Project) -> None:
+    project.bench("ic.Add.track_instructions", "instructions")
+    project.bench("ops.add.track_speedup", "ratio")
+    project.add(BASE, "ic.Add.track_instructions", [1000.0])
+    project.add(HEAD, "ic.Add.track_instructions", [1010.0])  # +1%
+    project.add(BASE, "ops.add.track_speedup", [0.50])
+    project.add(HEAD, "ops.add.track_speedup", [0.54])  # +8%
+    defaults = project.check()
+    assert _statuses(defaults) == {
+        "ic.Add.track_instructions": "regression",
+        "ops.add.track_speedup": "unchanged",
+    }
+    (project.root / "benchkit-check.toml").write_text("[thresholds]\ninstructions = 0.02\nratio = 0.05\n")
+    configured = project.check()
+    assert _statuses(configured) == {
+        "ic.Add.track_instructions": "unchanged",
+        "ops.add.track_speedup": "regression",
+    }
+    row = next(line for line in configured.markdown.splitlines() if "ops.add" in line)
+    assert "| +8.0% (×1.08) | 5% |" in row
+    assert configured.exit_code == 1
+
+
+def test_override_metric_key_changes_the_rule(project: Project) -> None:
+    project.bench("mem.Peak.track_allocations", "count")  # any other unit: the ratio rule (10%)
+    project.add(BASE, "mem.Peak.track_allocations", [1000.0])
+    project.add(HEAD, "mem.Peak.track_allocations", [1030.0])  # +3%
+    [plain] = project.check().comparisons
+    assert (plain.metric, plain.status) == ("ratio", "unchanged")
+    config = project.root / "benchkit-check.toml"
+    config.write_text(
+        '[[override]]\nmatch = "track_allocations$"\nmetric = "instructions"\n'
+        'reason = "allocation counts are deterministic"\n'
+    )
+    verdict = project.check()
+    [judged] = verdict.comparisons
+    assert (judged.metric, judged.status, judged.threshold) == ("instructions", "regression", 0.005)
+    row = next(line for line in verdict.markdown.splitlines() if "mem.Peak" in line)
+    assert "| instructions |" in row and "| 0.5% |" in row and "allocation counts are deterministic" in row
+    # The override takes its metric's configured threshold unless it sets its own.
+    config.write_text("[thresholds]\ninstructions = 0.05\n" + config.read_text())
+    assert _statuses(project.check()) == {"mem.Peak.track_allocations": "unchanged"}
