@@ -838,9 +838,12 @@ def _fixed_environment() -> dict[str, str]:
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
     }
     # Needed to find torch at all in some installs; constant for one installation.
-    for name in ("PYTHONPATH", "LD_LIBRARY_PATH"):
-        if os.environ.get(name):
-            env[name] = os.environ[name]
+    if os.environ.get("LD_LIBRARY_PATH"):
+        env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
+    # This checkout first, so the template imports it in any asv environment.
+    from benchkit.util import child_env  # the supervisor side only: never run under valgrind
+
+    env["PYTHONPATH"] = child_env()["PYTHONPATH"]
     return env
 
 

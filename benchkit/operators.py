@@ -52,7 +52,7 @@ from benchkit.opinputs import (
     load_logs,
     materialize,
 )
-from benchkit.util import atomic_write_json, atomic_write_text, cache_dir, torch_build_id
+from benchkit.util import atomic_write_json, atomic_write_text, cache_dir, child_env, torch_build_id
 
 QUANTILES = (0.2, 0.5, 0.8)
 # Timing rounds per input; the fastest round per model is kept. 30 rounds of
@@ -824,7 +824,7 @@ def measure_default_set_for_asv() -> dict[str, Any]:
             print(f"operators: timing process {index + 1}/{processes}", file=sys.stderr, flush=True)
             out = Path(scratch) / f"process{index}.json"
             command = ["-m", "benchkit.operators", "--time-default-set", str(rounds), str(out)]
-            completed = subprocess.run([sys.executable, *command], check=False)
+            completed = subprocess.run([sys.executable, *command], check=False, env=child_env())
             if completed.returncode == 0 and out.exists():
                 runs.append(json.loads(out.read_text()))
             else:

@@ -63,6 +63,20 @@ def atomic_write_json(target: str | os.PathLike[str], data: Any) -> None:
     atomic_write_text(target, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a child process that must import this checkout's benchkit.
+
+    Inside an asv environment benchkit is importable only through the ``sys.path``
+    insert of ``benchmarks/__init__.py``, which a child process does not inherit;
+    asv also drops the user's PYTHONPATH. Put the checkout first on PYTHONPATH
+    explicitly so the child never depends on what happens to be installed.
+    """
+    env = dict(os.environ if base is None else base)
+    parts = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
+    return env
+
+
 def content_key(*parts: str, length: int = 16) -> str:
     digest = hashlib.sha256()
     for part in parts:
