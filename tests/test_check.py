@@ -139,6 +139,25 @@ def test_wall_time_needs_asv_statistics_and_the_factor(project: Project) -> None
     assert project.check(factor=2.0).exit_code == 0
 
 
+def test_six_samples_against_six_can_still_be_a_regression(project: Project) -> None:
+    """6 vs 6 samples cannot reach Mann-Whitney p < 0.002 (2/924 at best): the CI test decides."""
+    assert check.smallest_mann_whitney_p(6, 6) == pytest.approx(2 / 924)
+    assert check.smallest_mann_whitney_p(6, 6) > check.P_THRESHOLD > check.smallest_mann_whitney_p(8, 8)
+    for name in ("separated", "overlapping"):
+        project.bench(f"wt.{name}.time_it", "seconds")
+    cases = {  # every head sample 12-13 % beyond every base sample, as measured in a quick-mode run
+        "separated": (_samples(1e-5, 0.005, n=6), _samples(1.125e-5, 0.005, n=6, seed=1)),
+        "overlapping": (_samples(1e-5, 0.4, n=6), _samples(1.2e-5, 0.4, n=6, seed=1)),
+    }
+    for name, (before, after) in cases.items():
+        assert (max(before) < min(after)) == (name == "separated")
+        project.add(BASE, f"wt.{name}.time_it", [sorted(before)[3]], [before])
+        project.add(HEAD, f"wt.{name}.time_it", [sorted(after)[3]], [after])
+    verdict = project.check()
+    assert _statuses(verdict) == {"wt.separated.time_it": "regression", "wt.overlapping.time_it": "unchanged"}
+    assert verdict.exit_code == 1
+
+
 def test_operator_ratios_use_a_relative_threshold(project: Project) -> None:
     project.bench("ops.add.track_speedup", "ratio")
     project.bench("ops.mul.track_speedup", "ratio")
