@@ -50,7 +50,8 @@ def test_matching_follows_asv_including_parameters() -> None:
     assert asv_selection.selected(names, None) == set(names)
     assert asv_selection.selected(names, ["A_t1"]) == set(names[:2])
     assert asv_selection.selected(names, ["^ic\\.B", "track_"]) == {names[1], names[2]}
-    assert asv_selection.benchmark_name("op.Relu.track_x", ("T([4], f32)",)) == "op.Relu.track_x('T([4], f32)')"
+    named = asv_selection.benchmark_name("op.Relu.track_x", ("T([4], f32)",))
+    assert named == "op.Relu.track_x('T([4], f32)')"
 
 
 def test_operators_are_selected_by_any_method_and_input() -> None:
