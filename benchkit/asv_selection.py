@@ -4,8 +4,9 @@ asv runs a shared ``setup_cache`` once per environment (and once per round with
 ``--interleave-rounds``) and does not tell it which benchmarks were selected with
 ``-b``. The process running ``setup_cache`` is started by the asv command itself,
 so that command's line is the nearest ancestor process whose arguments are an asv
-invocation: it is parsed with asv's own argument parser and asv's own matching rule
-is applied (``re.search`` of any ``-b`` regex on ``module.Class.method``, or on
+invocation: it is parsed with asv's own argument parser (run in that command's own
+interpreter, since benchmark environments hold asv_runner, not asv) and asv's own
+matching rule is applied (``re.search`` of any ``-b`` regex on ``module.Class.method``, or on
 ``module.Class.method(p0, p1)`` for one parameter combination, parameter values as
 their ``repr``).
 
@@ -17,9 +18,11 @@ A selection therefore only ever saves work; it never drops a benchmark asv runs.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,26 +66,40 @@ def asv_arguments(argv: Sequence[str]) -> list[str] | None:
     return None
 
 
-def parse_regexes(arguments: Sequence[str]) -> tuple[str, ...] | None:
-    """The ``-b`` regexes of an asv command line, or None when it selects everything or cannot be read."""
-    from asv.commands import make_argparser
+_PARSE = """
+import contextlib, json, os, sys
+from asv.commands import make_argparser
+parser, _ = make_argparser()
+try:
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+        bench = getattr(parser.parse_args(sys.argv[1:]), "bench", None)
+except SystemExit:
+    bench = None
+print(json.dumps([bench] if isinstance(bench, str) else bench or None))
+"""
 
-    parser, _ = make_argparser()
+
+def parse_regexes(arguments: Sequence[str], python: str = sys.executable) -> tuple[str, ...] | None:
+    """The ``-b`` regexes of an asv command line, or None when it selects everything or cannot be read.
+
+    asv's own argument parser does the reading, in ``python`` -- the asv command's own
+    interpreter: the benchmark environment holds asv_runner, not asv.
+    """
     try:
-        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-            namespace = parser.parse_args(list(arguments))
-    except SystemExit:
+        done = subprocess.run(
+            [python, "-c", _PARSE, *arguments], capture_output=True, text=True, timeout=60, check=True
+        )
+        bench = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None
-    bench = getattr(namespace, "bench", None)
-    if not bench:
+    if not bench or not all(isinstance(regex, str) for regex in bench):
         return None
-    regexes = (bench,) if isinstance(bench, str) else tuple(bench)
-    for regex in regexes:
+    for regex in bench:
         try:
             re.compile(regex)
         except re.error:
             return None  # asv would refuse it; do not guess
-    return regexes
+    return tuple(bench)
 
 
 def current_invocation() -> AsvInvocation | None:
@@ -96,10 +113,11 @@ def current_invocation() -> AsvInvocation | None:
         try:
             arguments = asv_arguments(_proc_argv(pid))
             parent, start = _proc_stat(pid)
+            python = os.readlink(f"/proc/{pid}/exe")
         except (OSError, ValueError, IndexError):
             return None
         if arguments is not None:
-            return AsvInvocation(pid, start, parse_regexes(arguments))
+            return AsvInvocation(pid, start, parse_regexes(arguments, python))
         pid = parent
     return None
 
