@@ -367,6 +367,8 @@ def build(shard: Shard, verbose: bool = False) -> Path:
             if child.returncode != 0 or not built.is_file():
                 output = ((out or "") + (err or "")).strip()[-4000:]
                 raise CompileError(f"C++ compile of {len(shard.snippets)} case(s) failed:\n{output}")
+            with contextlib.suppress(OSError):  # how it was compiled, for whoever debugs it
+                shutil.copyfile(Path(scratch) / "build.ninja", build_dir / "build.ninja")
             os.replace(built, library)
     return library
 
