@@ -1509,21 +1509,23 @@ def suite_timeout(n_cases: int) -> float:
 class InstructionCountMetric:
     """asv ``track_instructions`` (unit "instructions", per execution) for every case.
 
-    All these benchmarks share one ``setup_cache``: a single batch counts every
-    case of the suite once per commit and environment, and stores the
-    function-level profiles beside asv's results (`benchkit.profiles`). Each
-    benchmark then only looks its case up. Without valgrind the batch reports
-    why and every instruction benchmark is skipped; wall-time benchmarks are
-    unaffected.
+    All these benchmarks share one ``setup_cache``: a single batch counts the
+    cases this asv command selected (`benchkit.asv_selection`) that have no stored
+    count for this torch build yet (`benchkit.count_cache`), so later rounds and
+    later selections reuse the counts; it stores the function-level profiles
+    beside asv's results (`benchkit.profiles`). ``module`` is the suite module's
+    name as asv sees it (for matching ``-b``). Each benchmark only looks its case
+    up. Without valgrind the batch reports why and every instruction benchmark
+    is skipped; wall-time benchmarks are unaffected.
     """
 
     method_name = "track_instructions"
 
-    def __init__(self, cases: Sequence[Case]) -> None:
+    def __init__(self, cases: Sequence[Case], module: str = "instruction_counts") -> None:
         suite = tuple(cases)
 
         def count_instructions() -> dict[str, Any]:
-            return _asv_batch(suite)
+            return _asv_batch(suite, module)
 
         count_instructions.timeout = suite_timeout(len(suite))  # type: ignore[attr-defined]
         self._setup_cache = count_instructions
@@ -1551,13 +1553,50 @@ class InstructionCountMetric:
         return track_instructions
 
 
-def _asv_batch(cases: Sequence[Case]) -> dict[str, Any]:
+def _asv_batch(cases: Sequence[Case], module: str) -> dict[str, Any]:
+    from benchkit import asv_selection, count_cache
+    from benchkit.expand import asv_class_name
+    from benchkit.util import atomic_write_json
+
+    started = time.monotonic()
+    invocation = asv_selection.current_invocation()
+    regexes = invocation.regexes if invocation else None
+    names = {f"{module}.{asv_class_name(c)}.{InstructionCountMetric.method_name}": c for c in cases}
+    chosen = asv_selection.selected(names, regexes)
+    wanted = [case for name, case in names.items() if name in chosen]
     try:
-        result = collect(cases, progress=lambda message: print(message, flush=True))
+        store = count_cache.store_dir(valgrind_version())
+        stored = count_cache.load(store, wanted)
+        missing = [c for c in wanted if c.key not in stored]
+        print(
+            f"instruction counts: {len(wanted)} of {len(cases)} case(s) selected, "
+            f"{len(stored)} already counted for this torch build, {len(missing)} to count",
+            flush=True,
+        )
+        metadata_path = store / "metadata.json"
+        new: dict[str, CaseCount] = {}
+        if missing:
+            result = collect(missing, progress=lambda message: print(message, flush=True))
+            new = result.counts
+            count_cache.save(store, missing, new)
+            atomic_write_json(metadata_path, result.metadata)
+            metadata = result.metadata
+        else:
+            metadata = json.loads(metadata_path.read_text()) if metadata_path.exists() else {}
     except ValgrindUnavailable as e:
         message = f"instruction counts unavailable: {e}"
         print(message, file=sys.stderr, flush=True)
         return {"unavailable": message}
+    metadata = {
+        **metadata,
+        "suite_cases": len(cases),
+        "selected_cases": len(wanted),
+        "counted_cases": len(missing),
+        "reused_cases": len(stored),
+        "selection": list(regexes) if regexes is not None else None,
+    }
+    counts = {c.key: stored.get(c.key) or new[c.key] for c in wanted}
+    result = BatchResult(counts, metadata, time.monotonic() - started)
     from benchkit.profiles import save_asv_profile
 
     try:
@@ -1565,10 +1604,7 @@ def _asv_batch(cases: Sequence[Case]) -> dict[str, Any]:
         print(f"profiles saved to {path}", flush=True)
     except Exception as e:  # counts are still valid without their profiles
         print(f"profiles not saved: {e}", file=sys.stderr, flush=True)
-    return {
-        "counts": {key: count.summary() for key, count in result.counts.items()},
-        "metadata": result.metadata,
-    }
+    return {"counts": {key: count.summary() for key, count in counts.items()}, "metadata": metadata}
 
 
 # =============================================================================

@@ -23,6 +23,7 @@ import argparse
 import atexit
 import contextlib
 import csv
+import dataclasses
 import functools
 import gc
 import io
@@ -793,7 +794,7 @@ ASV_PROCESSES = 3
 ASV_ROUNDS_PER_PROCESS = 12
 
 
-def measure_default_set_for_asv() -> dict[str, Any]:
+def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[str, Any]:
     """The asv ``setup_cache`` body: measure the default set, as plain picklable data.
 
     The default set is timed in ``ASV_PROCESSES`` fresh processes one after
@@ -810,7 +811,8 @@ def measure_default_set_for_asv() -> dict[str, Any]:
     only the first run for a commit compiles. ``BENCHKIT_OPERATOR_PROCESSES``
     and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override the defaults;
     ``BENCHKIT_OPERATORS_JSON`` names a file that also receives the result
-    (scripts/bench_operators.py compares runs with it).
+    (scripts/bench_operators.py compares runs with it). ``operators`` limits the
+    timing to those operators of the default set (an asv ``-b`` selection).
     """
     started = time.perf_counter()
     cold = os.environ.get("BENCHKIT_INDUCTOR_COLD", "") not in ("", "0")
@@ -824,6 +826,8 @@ def measure_default_set_for_asv() -> dict[str, Any]:
             print(f"operators: timing process {index + 1}/{processes}", file=sys.stderr, flush=True)
             out = Path(scratch) / f"process{index}.json"
             command = ["-m", "benchkit.operators", "--time-default-set", str(rounds), str(out)]
+            if operators is not None:
+                command.append(",".join(operators))
             completed = subprocess.run([sys.executable, *command], check=False, env=child_env())
             if completed.returncode == 0 and out.exists():
                 runs.append(json.loads(out.read_text()))
@@ -845,10 +849,17 @@ def measure_default_set_for_asv() -> dict[str, Any]:
     return data
 
 
-def _time_default_set(rounds: int) -> dict[str, Any]:
-    """One timing process of `measure_default_set_for_asv`: every input of the default set."""
+def _time_default_set(rounds: int, operators: Sequence[str] | None = None) -> dict[str, Any]:
+    """One timing process of `measure_default_set_for_asv`: every input of the chosen operators."""
     configure_inductor_cache()  # the parent's choice, from the environment
     workload = load_suite("default")
+    if operators is not None:
+        unknown = sorted(set(operators) - set(workload.operators))
+        if unknown:
+            raise UserError(f"not in the default operator set: {', '.join(unknown)}")
+        workload = dataclasses.replace(
+            workload, operators=tuple(o for o in workload.operators if o in operators)
+        )
     suite = measure_suite(workload, MeasureOptions(repeats=rounds), progress=Progress(0))
     data: dict[str, Any] = {"warm_up_s": suite.warm_up_s, "elapsed_s": suite.elapsed_s, "operators": {}}
     for name in workload.operators:
@@ -1147,6 +1158,7 @@ def _report_operator(
 if __name__ == "__main__":
     # python -m benchkit.operators --time-default-set ROUNDS OUT.json: one timing
     # process of measure_default_set_for_asv (not a user command: see `benchkit operators`).
-    if len(sys.argv) != 4 or sys.argv[1] != "--time-default-set":
-        sys.exit("usage: python -m benchkit.operators --time-default-set ROUNDS OUT.json")
-    atomic_write_json(sys.argv[3], _time_default_set(int(sys.argv[2])))
+    if len(sys.argv) not in (4, 5) or sys.argv[1] != "--time-default-set":
+        sys.exit("usage: python -m benchkit.operators --time-default-set ROUNDS OUT.json [OP,OP...]")
+    chosen = sys.argv[4].split(",") if len(sys.argv) == 5 and sys.argv[4] else None
+    atomic_write_json(sys.argv[3], _time_default_set(int(sys.argv[2]), chosen))

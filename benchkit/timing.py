@@ -152,21 +152,31 @@ class WallTimeMetric:
 
     Preparation happens on the first call, inside the benchmark process: asv's
     number calibration and warm-up absorb it, and `MEASURED_CLOCK` does not
-    advance during it. C++ cases share one ``setup_cache`` that compiles every
-    C++ shard of the suite once per environment, in parallel, before any
-    C++ benchmark runs.
+    advance during it. C++ cases share one ``setup_cache`` that compiles, in parallel
+    and before any C++ benchmark runs, the C++ shards holding the cases this asv
+    command selected (`benchkit.asv_selection`); built shards are kept by content,
+    so later rounds and commands find them built.
     """
 
     method_name = "time_wall"
 
-    def __init__(self, cpp_suite: Any) -> None:
+    def __init__(self, cpp_suite: Any, module: str = "instruction_counts") -> None:
         self.cpp_suite = cpp_suite
         suite = cpp_suite
+        cpp_benchmarks: dict[str, str] = {}  # asv benchmark name -> snippet key, filled by make_method
+        self._cpp_benchmarks = cpp_benchmarks
+        self._module = module
 
         def compile_cpp_cases() -> dict[str, str]:
+            from benchkit import asv_selection
             from benchkit.cpp_batch import build_all
 
-            return build_all(suite.shards, progress=lambda m: print(m, flush=True))
+            invocation = asv_selection.current_invocation()
+            chosen = asv_selection.selected(cpp_benchmarks, invocation.regexes if invocation else None)
+            keys = {cpp_benchmarks[name] for name in chosen}
+            shards = [shard for shard in suite.shards if any(s.key in keys for s in shard.snippets)]
+            print(f"C++: {len(chosen)} selected case(s) in {len(shards)} of {len(suite.shards)} shard(s)")
+            return build_all(shards, progress=lambda m: print(m, flush=True))
 
         compile_cpp_cases.timeout = 3600  # type: ignore[attr-defined]  # cold compile of all shards
         self._setup_cache = compile_cpp_cases
@@ -189,6 +199,11 @@ class WallTimeMetric:
             MEASURED_CLOCK.add(prepared.run_block(prepared.block_size), prepared.block_size)
 
         if args.language is Language.CPP:
+            from benchkit.cpp_batch import Snippet
+            from benchkit.expand import asv_class_name
+
+            benchmark = f"{self._module}.{asv_class_name(case)}.{self.method_name}"
+            self._cpp_benchmarks[benchmark] = Snippet.of(args).key
 
             def time_wall(self: Any, compile_errors: dict[str, str]) -> None:
                 from benchkit.cpp_batch import Snippet

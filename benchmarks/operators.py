@@ -9,11 +9,12 @@ parameterized by the operator's inputs from the bundled model logs:
 * ``track_compile_seconds``: seconds ``compile_fx`` took for this input
   (a cache hit when the inductor cache is warm; see below).
 
-All classes share one ``setup_cache``: asv runs it once per environment (one
-torch build, i.e. one commit) and hands its result to every benchmark as the
-first argument. It compiles every input (outside all timing) and times all of
-them in interleaved rounds, in three fresh processes whose medians are kept
-(see ``benchkit.operators.measure_default_set_for_asv``), so the per-benchmark
+All classes share one ``setup_cache``: asv runs it per environment (one torch
+build, i.e. one commit) and round, and hands its result to every benchmark as the
+first argument. It compiles the selected operators' inputs (outside all timing)
+and times them in interleaved rounds, in three fresh processes whose medians are
+kept (see ``benchkit.operators.measure_default_set_for_asv``), once per asv
+command: later rounds reuse it (``benchkit.asv_operators``). The per-benchmark
 methods only look numbers up.
 Compiled kernels go to benchkit's inductor cache for the torch build, so
 re-measuring a commit does not recompile. For honest compile times from a
@@ -26,9 +27,11 @@ Importing this module parses the small bundled logs and nothing else.
 
 from typing import Any, ClassVar
 
+from benchkit import asv_operators as _asv_operators
 from benchkit import operators as _operators
 
 _WORKLOAD = _operators.load_suite("default")
+_INPUTS = {name: _operators.input_labels(_WORKLOAD.inputs(name)) for name in _WORKLOAD.operators}
 
 
 class _OperatorBenchmark:
@@ -40,13 +43,15 @@ class _OperatorBenchmark:
     timeout = 60.0
 
     def setup_cache(self) -> dict[str, Any]:
-        return _operators.measure_default_set_for_asv()
+        return _asv_operators.setup_cache(_INPUTS, _CLASS_NAMES, __name__.rsplit(".", 1)[-1])
 
     # Compiling and timing the whole default set happens once, here; cold it takes minutes.
     setup_cache.timeout = 1800  # type: ignore[attr-defined]
 
     def setup(self, cache: dict[str, Any], label: str) -> None:
-        entry = cache["operators"][self.operator]
+        entry = cache["operators"].get(self.operator)
+        if entry is None:  # asv runs only selected benchmarks, and those were timed
+            raise RuntimeError(f"{self.operator}: not timed by this run's setup_cache")
         if "skip" in entry:
             raise NotImplementedError(f"{self.operator}: {entry['skip']}")  # asv records a skip
         result = entry["inputs"].get(label)
@@ -82,13 +87,15 @@ def _class_name(operator: str) -> str:
     return operator.replace(".", "_")
 
 
+_CLASS_NAMES = {name: _class_name(name) for name in _WORKLOAD.operators}
+
 for _name in _WORKLOAD.operators:
     globals()[_class_name(_name)] = type(
         _class_name(_name),
         (_OperatorBenchmark,),
         {
             "operator": _name,
-            "params": [_operators.input_labels(_WORKLOAD.inputs(_name))],
+            "params": [_INPUTS[_name]],
             "__doc__": f"TorchInductor vs eager for {_name} on the bundled model inputs.",
         },
     )

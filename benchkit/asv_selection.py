@@ -1,0 +1,135 @@
+"""Which benchmarks the running asv command selected, seen from inside ``setup_cache``.
+
+asv runs a shared ``setup_cache`` once per environment (and once per round with
+``--interleave-rounds``) and does not tell it which benchmarks were selected with
+``-b``. The process running ``setup_cache`` is started by the asv command itself,
+so that command's line is the nearest ancestor process whose arguments are an asv
+invocation: it is parsed with asv's own argument parser (run in that command's own
+interpreter, since benchmark environments hold asv_runner, not asv) and asv's own
+matching rule is applied (``re.search`` of any ``-b`` regex on ``module.Class.method``, or on
+``module.Class.method(p0, p1)`` for one parameter combination, parameter values as
+their ``repr``).
+
+When the selection cannot be known (no asv ancestor, e.g. ``benchkit counts``; a
+command line asv's parser rejects; no ``-b``) the answer is ``None``: everything.
+A selection therefore only ever saves work; it never drops a benchmark asv runs.
+``BENCHKIT_ASV_SELECTION=all`` turns the mechanism off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_MAX_ANCESTORS = 6
+
+
+@dataclass(frozen=True)
+class AsvInvocation:
+    """The asv command that started this process: its pid, start time and ``-b`` regexes."""
+
+    pid: int
+    start_ticks: int
+    regexes: tuple[str, ...] | None  # None: the whole suite
+
+    @property
+    def identity(self) -> str:
+        """Unique for this asv command (a pid alone may be reused later)."""
+        return f"{self.pid}-{self.start_ticks}"
+
+
+def _proc_argv(pid: int) -> list[str]:
+    raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _proc_stat(pid: int) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks) from /proc/PID/stat."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces
+    return int(fields[1]), int(fields[19])
+
+
+def asv_arguments(argv: Sequence[str]) -> list[str] | None:
+    """The arguments after ``asv`` in a command line (``asv run ...``, ``python -m asv run ...``)."""
+    for index, part in enumerate(argv):
+        if Path(part).name == "asv" and index <= 1:
+            return list(argv[index + 1 :])
+        if part == "-m" and index + 1 < len(argv) and argv[index + 1] == "asv":
+            return list(argv[index + 2 :])
+    return None
+
+
+_PARSE = """
+import contextlib, json, os, sys
+from asv.commands import make_argparser
+parser, _ = make_argparser()
+try:
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+        bench = getattr(parser.parse_args(sys.argv[1:]), "bench", None)
+except SystemExit:
+    bench = None
+print(json.dumps([bench] if isinstance(bench, str) else bench or None))
+"""
+
+
+def parse_regexes(arguments: Sequence[str], python: str = sys.executable) -> tuple[str, ...] | None:
+    """The ``-b`` regexes of an asv command line, or None when it selects everything or cannot be read.
+
+    asv's own argument parser does the reading, in ``python`` -- the asv command's own
+    interpreter: the benchmark environment holds asv_runner, not asv.
+    """
+    try:
+        done = subprocess.run(
+            [python, "-c", _PARSE, *arguments], capture_output=True, text=True, timeout=60, check=True
+        )
+        bench = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    if not bench or not all(isinstance(regex, str) for regex in bench):
+        return None
+    for regex in bench:
+        try:
+            re.compile(regex)
+        except re.error:
+            return None  # asv would refuse it; do not guess
+    return tuple(bench)
+
+
+def current_invocation() -> AsvInvocation | None:
+    """The asv command among this process's ancestors, or None when there is none."""
+    if os.environ.get("BENCHKIT_ASV_SELECTION") == "all":
+        return None
+    pid = os.getppid()
+    for _ in range(_MAX_ANCESTORS):
+        if pid <= 1:
+            return None
+        try:
+            arguments = asv_arguments(_proc_argv(pid))
+            parent, start = _proc_stat(pid)
+            python = os.readlink(f"/proc/{pid}/exe")
+        except (OSError, ValueError, IndexError):
+            return None
+        if arguments is not None:
+            return AsvInvocation(pid, start, parse_regexes(arguments, python))
+        pid = parent
+    return None
+
+
+def benchmark_name(name: str, params: Sequence[object] = ()) -> str:
+    """The name asv matches ``-b`` against: ``name`` or ``name(repr(p0), repr(p1))``."""
+    return f"{name}({', '.join(repr(p) for p in params)})" if params else name
+
+
+def selected(names: Iterable[str], regexes: Sequence[str] | None) -> set[str]:
+    """The names asv would run for these regexes (all of them when ``regexes`` is None)."""
+    names = list(names)
+    if regexes is None:
+        return set(names)
+    return {name for name in names if any(re.search(regex, name) for regex in regexes)}

@@ -1,0 +1,90 @@
+"""Through real asv: a `-b` selection pays only for its own cases, and rounds share one batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_asv_e2e import MACHINE, AsvProject, make_project
+from test_build_torch import LOCAL_WHEEL
+
+from benchkit.profiles import load_profile
+
+pytestmark = pytest.mark.slow
+ROUNDS = ["--interleave-rounds", "-a", "rounds=2", "-a", "repeat=(2,3,1.0)", "--record-samples"]
+LINEAR_COUNTS = "instruction_counts.e2e_Linear_PYTHON_EXPLICIT_EXPLICIT_t1"
+RELU_COUNTS = "instruction_counts.e2e_ReLU_PYTHON_EXPLICIT_EXPLICIT_t1"
+RELU_OPERATOR = "operators.aten_relu_default.track_compiled_over_eager"
+
+
+def _results(project: AsvProject) -> dict[str, Any]:
+    """Benchmark name (the class's content hash left out) -> asv's result list."""
+    [path] = (project.root / "results" / MACHINE).glob("*-*.json")
+    data = json.loads(path.read_text())
+    columns = data["result_columns"]
+    results = {}
+    for name, row in data["results"].items():
+        module, cls, method = name.split(".")
+        short = re.sub("_[0-9a-f]{8}$", "", cls)  # the case's content hash
+        results[f"{module}.{short}.{method}"] = dict(zip(columns, row, strict=False))["result"]
+    return results
+
+
+def _profile_metadata(project: AsvProject) -> dict[str, object]:
+    [path] = (project.root / "results" / MACHINE).glob("*/*.json.gz")
+    return load_profile(path).metadata
+
+
+def _stored_counts() -> list[Path]:
+    root = Path(os.environ["BENCHKIT_CACHE_DIR"]) / "callgrind" / "counts"
+    return [p for p in root.glob("*/*.json") if p.name != "metadata.json"]
+
+
+def test_a_selection_counts_only_its_cases_once_and_later_ones_reuse(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", tmp_path / "env")
+    project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
+    before = set(_stored_counts())
+
+    project.asv("run", "ALL", *ROUNDS, "--machine", MACHINE, "-b", "e2e_Linear.*track_instructions")
+    results = _results(project)
+    assert results[f"{LINEAR_COUNTS}.track_instructions"][0] > 0
+    assert f"{RELU_COUNTS}.track_instructions" not in results  # not selected: not run, not written as failed
+    assert not any(name.endswith("time_wall") for name in results)
+    new = set(_stored_counts()) - before
+    assert len(new) == 1, "one case selected, one case counted"
+    metadata = _profile_metadata(project)
+    # The profile is written by the last round: it found the count round 1 made.
+    assert (metadata["suite_cases"], metadata["selected_cases"]) == (2, 1)
+    assert (metadata["counted_cases"], metadata["reused_cases"]) == (0, 1)
+
+    [linear_entry] = new
+    stamp = linear_entry.stat().st_mtime_ns
+    project.asv("run", "ALL", *ROUNDS, "--machine", MACHINE, "-b", "e2e_.*track_instructions")
+    results = _results(project)
+    assert results[f"{LINEAR_COUNTS}.track_instructions"][0] > 0
+    assert results[f"{RELU_COUNTS}.track_instructions"][0] > 0
+    assert len(set(_stored_counts()) - before) == 2
+    assert linear_entry.stat().st_mtime_ns == stamp, "a case counted for this build was counted again"
+    assert _profile_metadata(project)["selected_cases"] == 2
+
+
+def test_an_operator_selection_times_only_its_operator_once_per_command(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", tmp_path / "env")
+    project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
+    timing = tmp_path / "operators.json"
+    project.env.update(
+        BENCHKIT_OPERATOR_PROCESSES="1", BENCHKIT_OPERATOR_ROUNDS="2", BENCHKIT_OPERATORS_JSON=str(timing)
+    )
+    reuse_folder = Path(os.environ["BENCHKIT_CACHE_DIR"]) / "operators" / "asv-commands"
+    before = set(reuse_folder.glob("*.json"))
+    project.asv("run", "ALL", *ROUNDS, "--machine", MACHINE, "-b", RELU_OPERATOR)
+    measured = json.loads(timing.read_text())
+    assert list(measured["operators"]) == ["aten.relu.default"]
+    results = _results(project)
+    assert list(results) == [RELU_OPERATOR] and all(v > 0 for v in results[RELU_OPERATOR])
+    # Round 2 took round 1's timing: one timing was kept for this asv command.
+    assert len(set(reuse_folder.glob("*.json")) - before) == 1
