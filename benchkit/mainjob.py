@@ -3,18 +3,26 @@
 1. build the torch history (this machine's default builds: the local CPU wheel
    and ``torch==2.14.1`` from the package index when it can be fetched);
 2. make sure asv knows this machine (non-interactively);
-3. run the suite with asv on every commit of the history, skipping commits that
-   already have results -- an interrupted job resumes where it stopped;
+3. run the suite with asv on every commit of the history that this job has not
+   finished yet (a ledger records finished commits; an interrupted job measures
+   its unfinished commits again from scratch, so a resumed job ends with the same
+   rounds and samples as an uninterrupted one);
 4. publish the site into ``html/``;
-5. print what changed between the oldest and newest torch (`benchkit check`)
-   and where the site is.
+5. print what was measured per torch build and metric (measured / failed /
+   skipped / missing), what changed between the oldest and newest torch
+   (`benchkit check`) and where the site is. The job exits 1 when a build lacks
+   numbers (a failed ``setup_cache``, failed or missing benchmarks) or the gate
+   finds newly failing or vanished benchmarks or a regression, 2 when the gate
+   cannot compare a whole metric; the site is published either way.
 
 Quick mode (the default) is *not* ``asv run --quick``: that takes a single
 sample with ``number=1``, which records first-call effects and gives asv's
 statistics nothing to work with, so such history could not gate anything. Quick
 mode keeps asv's calibration (each sample runs the statement often enough to
-fill asv's sample time) but takes 2-3 samples in each of two rounds
-(``-a rounds=2 -a repeat=(2,3,1.0)``), and asv interleaves the rounds across
+fill asv's sample time) but takes 4-5 samples in each of two rounds
+(``-a rounds=2 -a repeat=(4,5,2.0)``): 8-10 samples per build, so asv's
+Mann-Whitney test can reach p < 0.002 (6 against 6 samples cannot: 2/924 at
+best). asv interleaves the rounds across
 commits (round 1 of every torch, then round 2 of every torch). Interleaving costs
 one more torch install per commit but spreads each commit's samples over two
 time windows, so a load change on a shared machine cannot masquerade as a
@@ -25,17 +33,21 @@ difference between torch versions. ``--full`` uses the suite's own settings
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchkit import history
 from benchkit.errors import UserError
+from benchkit.util import atomic_write_json, content_key
 
-QUICK_ATTRIBUTES = ("rounds=2", "repeat=(2,3,1.0)")
+QUICK_ATTRIBUTES = ("rounds=2", "repeat=(4,5,2.0)")
 STEPS = 5
 
 
@@ -55,34 +67,49 @@ class _Progress:
         return time.monotonic() - self.start
 
 
-def _asv(args: Sequence[str], conf_path: Path, check: bool = True) -> int:
+def _asv(
+    args: Sequence[str], conf_path: Path, check: bool = True, env: Mapping[str, str] | None = None
+) -> int:
     """Run asv on the config, its output streamed to the terminal (asv prints its own progress)."""
     command = [sys.executable, "-m", "asv", *args, "--config", str(conf_path)]
     print("    $ " + " ".join(["asv", *args]), file=sys.stderr, flush=True)
-    code = subprocess.run(command, cwd=conf_path.parent).returncode
+    code = subprocess.run(command, cwd=conf_path.parent, env=None if env is None else dict(env)).returncode
     if check and code != 0:
         raise UserError(f"`asv {' '.join(args)}` failed with exit code {code}")
     return code
 
 
-def ensure_machine(conf_path: Path, machine: str | None) -> None:
-    """asv asks interactively about an unknown machine; answer with its defaults once."""
+def ensure_machine(conf_path: Path, machine: str | None) -> str:
+    """asv asks interactively about an unknown machine; answer with its defaults once.
+
+    asv prints its whole questionnaire; one line says what was recorded instead.
+    Returns the machine's name.
+    """
     from asv import util as asv_util
     from asv.machine import Machine, MachineCollection
 
     name = machine or Machine.get_unique_machine_name()
     try:
         MachineCollection.load(name)
-        return
+        return name
     except asv_util.UserError:
         pass
-    _asv(["machine", "--yes", *(["--machine", machine] if machine else [])], conf_path)
+    command = [sys.executable, "-m", "asv", "machine", "--yes", "--machine", name, "--config", str(conf_path)]
+    done = subprocess.run(command, cwd=conf_path.parent, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UserError(f"`asv machine --yes` failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    info = MachineCollection.load(name)
+    print(
+        f"    asv machine {name!r} recorded in ~/.asv-machine.json: {info.get('cpu', '?')}, "
+        f"{info.get('num_cpu', '?')} CPUs, {info.get('os', '?')}",
+        file=sys.stderr,
+    )
+    return name
 
 
-def asv_run_args(full: bool, rerun: bool, bench: Sequence[str], machine: str | None) -> list[str]:
-    args = ["run", "ALL", "--record-samples", "--show-stderr", "--interleave-rounds"]
-    if not rerun:
-        args.append("--skip-existing-commits")
+def asv_run_args(full: bool, commits: str, bench: Sequence[str], machine: str | None) -> list[str]:
+    """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``."""
+    args = ["run", commits, "--record-samples", "--show-stderr", "--interleave-rounds"]
     if not full:
         for attribute in QUICK_ATTRIBUTES:
             args += ["-a", attribute]
@@ -91,6 +118,38 @@ def asv_run_args(full: bool, rerun: bool, bench: Sequence[str], machine: str | N
     if machine:
         args += ["--machine", machine]
     return args
+
+
+class Ledger:
+    """The commits this job has finished, per machine and run settings (`.asv/benchkit-main.json`).
+
+    asv's ``--skip-existing-commits`` skips any commit with a result file, and an
+    interrupted interleaved run leaves commits with round 1 only, which it would
+    then skip forever. A commit goes into the ledger only after a whole asv run
+    over it returned; an unfinished commit is measured again from scratch (asv's
+    first round replaces its samples), so resuming gives the same rounds and
+    samples as an uninterrupted job.
+    """
+
+    def __init__(self, conf_path: Path, settings: Sequence[str]) -> None:
+        self.path = conf_path.parent / ".asv" / "benchkit-main.json"
+        self.key = content_key(*settings)
+
+    def _load(self) -> dict[str, list[str]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def finished(self) -> set[str]:
+        return set(self._load().get(self.key, []))
+
+    def record(self, commits: Sequence[str]) -> None:
+        data = self._load()
+        data[self.key] = sorted(set(data.get(self.key, [])) | set(commits))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path, data)
 
 
 def publish(conf_path: Path) -> Path:
@@ -118,7 +177,7 @@ def run_main_job(
     bench: Sequence[str] = (),
     machine: str | None = None,
 ) -> int:
-    from benchkit import check
+    from benchkit import check, run_summary
 
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
@@ -133,6 +192,7 @@ def run_main_job(
         history.init_history(
             repo, history.default_builds(include_index), optional=[history.DEFAULT_INDEX_REQUIREMENT]
         )
+    tags = repo.tags_by_commit()
     rows = history.history_rows(repo)
     for row in rows:
         if row[0] == history.MAIN_BRANCH:
@@ -140,15 +200,26 @@ def run_main_job(
     main_commits = repo.commits(history.MAIN_BRANCH)
 
     progress.step(2, "asv machine description")
-    ensure_machine(conf_path, machine)
+    machine_name = ensure_machine(conf_path, machine)
 
-    mode = "full" if full else "quick (2 interleaved rounds of 2-3 samples per benchmark)"
-    progress.step(3, f"asv run over {len(main_commits)} torch build(s), {mode}; finished commits are skipped")
-    run_code = _asv(asv_run_args(full, rerun, bench, machine), conf_path, check=False)
-    if run_code != 0:
-        progress.note(
-            f"asv run exited {run_code} (some benchmarks or builds failed; they are recorded as failed)"
-        )
+    mode = "full" if full else "quick (2 interleaved rounds of 4-5 samples per benchmark)"
+    ledger = Ledger(conf_path, [machine_name, "full" if full else "quick", *QUICK_ATTRIBUTES, *bench])
+    done = set() if rerun else ledger.finished()
+    todo = [c for c in main_commits if c not in done]
+    progress.step(3, f"asv run over {len(todo)} of {len(main_commits)} torch build(s), {mode}")
+    if len(todo) < len(main_commits):
+        finished = len(main_commits) - len(todo)
+        progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
+    if todo:
+        # Profiles go under the machine asv records for (asv does not tell benchmarks).
+        env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name}
+        with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
+            hashfile = Path(scratch) / "commits.txt"
+            hashfile.write_text("".join(f"{c}\n" for c in todo))
+            run_code = _asv(asv_run_args(full, f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
+        if run_code < 0:
+            raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
+        ledger.record(todo)  # asv went through every commit, failures included (they are data)
 
     progress.step(4, "publishing the site")
     # Any other `asv run` on these results (e.g. `-b REGEX` or another suite selection) rewrites
@@ -156,25 +227,38 @@ def run_main_job(
     _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, check=False)
     html_dir = publish(conf_path)
 
-    progress.step(5, "what changed between the torch builds")
+    progress.step(5, "what was measured, and what changed between the torch builds")
+    labels = [(c, (tags.get(c) or [c[:12]])[0]) for c in main_commits]
+    summary = run_summary.summarize(conf_path, machine_name, labels, bench)
+    print(summary.table, file=sys.stderr)
+    problems = summary.problems
+    code = 1 if problems else 0
     if len(main_commits) >= 2:
-        tags = repo.tags_by_commit()
-        first, last = (tags.get(c, [c[:12]])[0] for c in (main_commits[0], main_commits[-1]))
+        first, last = labels[0][1], labels[-1][1]
         try:
-            verdict = check.run_check(first, last, asv_config=conf_path, machine=machine)
+            verdict = check.run_check(first, last, asv_config=conf_path, machine=machine_name)
             sys.stdout.write(verdict.markdown)
+            if verdict.exit_code:
+                problems.append(f"benchkit check {first} {last} exited {verdict.exit_code} (see above)")
+                code = max(code, verdict.exit_code)
         except UserError as e:
-            progress.note(f"could not compare {first} and {last}: {e}")
+            problems.append(f"could not compare {first} and {last}: {e}")
+            code = max(code, 2)
     else:
         progress.note("the history has a single build: nothing to compare")
 
     minutes = progress.elapsed / 60
-    print(
-        f"\nbenchkit main finished in {minutes:.1f} min. Site: {html_dir / 'index.html'}\n"
-        f"View it with `asv preview` (from {conf_path.parent}) or any static file server.",
-        file=sys.stderr,
+    where = (
+        f"Site: {html_dir / 'index.html'}\n"
+        f"View it with `asv preview` (from {conf_path.parent}) or any static file server."
     )
-    return 0
+    if problems:
+        listed = "".join(f"\n  - {problem}" for problem in problems)
+        outcome = f"finished with {len(problems)} problem(s) in {minutes:.1f} min:{listed}"
+    else:
+        outcome = f"finished in {minutes:.1f} min: every build measured."
+    print(f"\nbenchkit main {outcome}\n{where}", file=sys.stderr)
+    return code
 
 
 def _cmd_main(args: argparse.Namespace) -> int:

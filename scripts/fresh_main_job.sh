@@ -6,15 +6,22 @@
 #
 # The clone is installed into its own virtual environment (with this machine's site packages,
 # so the torch already installed is reused), so the machine's own benchkit install is untouched.
-# BENCHKIT_FRESH_KEEP=1 keeps the temp folder for inspection.
+# BENCHKIT_FRESH_KEEP=1 keeps the temp folder for inspection; BENCHKIT_FRESH_DIR=DIR works in DIR
+# (which must be empty or absent) and keeps it (tests/test_fresh_main_job.py reads the results there).
 set -uo pipefail
 source_repo=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/benchkit-fresh.XXXXXX)
+if [ -n "${BENCHKIT_FRESH_DIR:-}" ]; then
+  work=$BENCHKIT_FRESH_DIR BENCHKIT_FRESH_KEEP=1
+  mkdir -p "$work"
+else
+  work=$(mktemp -d /tmp/benchkit-fresh.XXXXXX)
+fi
 mkdir -p "$work/home" "$work/cache" "$work/inductor"
 git clone --quiet "$source_repo" "$work/benchkit"
 python3 -m venv --system-site-packages "$work/venv"
 export HOME="$work/home" BENCHKIT_CACHE_DIR="$work/cache" TORCHINDUCTOR_CACHE_DIR="$work/inductor"
 export PATH="$work/venv/bin:$PATH"
+unset PYTHONPATH  # only what the README's command installs
 cd "$work/benchkit"
 echo "fresh-state main job in $work (commit $(git rev-parse --short HEAD))" >&2
 start=$(date +%s)

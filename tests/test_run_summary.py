@@ -1,0 +1,72 @@
+"""The main job's table: per torch build and metric, measured / failed / skipped / missing."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_asv_e2e import MACHINE, make_project
+from test_build_torch import LOCAL_WHEEL
+from test_check import BASE, HEAD, Project
+
+from benchkit import run_summary
+
+
+def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:
+    project = Project(tmp_path)
+    names = {
+        "instruction_counts.A.time_wall": "seconds",
+        "instruction_counts.A.track_instructions": "instructions",
+        "instruction_counts.B.track_instructions": "instructions",
+        "operators.relu.track_compiled_over_eager": "ratio",
+    }
+    for name, unit in names.items():
+        project.bench(name, unit, params=[["'x'", "'y'"]] if name.startswith("operators") else None)
+    project.add(BASE, "instruction_counts.A.time_wall", [1e-6], [[1e-6, 1.1e-6]])
+    project.add(BASE, "instruction_counts.A.track_instructions", [100.0])
+    project.add(BASE, "instruction_counts.B.track_instructions", [math.nan])
+    project.add(BASE, "operators.relu.track_compiled_over_eager", [0.5, 0.7])
+    project.add(HEAD, "instruction_counts.A.time_wall", [1e-6], [[1e-6, 1.1e-6]])
+    project.add(HEAD, "operators.relu.track_compiled_over_eager", [None, None])  # setup_cache failed
+    project.save()
+
+    summary = run_summary.summarize(project.root / "asv.conf.json", "box", [(BASE, "old"), (HEAD, "new")])
+    old, new = summary.builds
+    assert old.counts["instruction counts"] == {"measured": 1, "failed": 0, "skipped": 1, "missing": 0}
+    assert old.counts["operator timings"] == {"measured": 2, "failed": 0, "skipped": 0, "missing": 0}
+    assert new.counts["instruction counts"] == {"measured": 0, "failed": 0, "skipped": 0, "missing": 2}
+    assert new.counts["operator timings"] == {"measured": 0, "failed": 2, "skipped": 0, "missing": 0}
+    assert old.problems() == []  # a skip alone is not a problem while the metric has numbers
+    assert summary.problems == [
+        "new: no instruction counts numbers (2 missing)",
+        "new: no operator timings numbers (2 failed)",
+    ]
+    lines = summary.table.splitlines()
+    assert lines[0].split() == ["torch", "build", "metric", "measured", "failed", "skipped", "missing"]
+    new_operators = next(line.split() for line in lines if line.startswith("new") and "operator" in line)
+    assert new_operators[-4:] == ["0", "2", "0", "0"]
+    # A selection (-b) expects only what it selects.
+    selected = run_summary.summarize(project.root / "asv.conf.json", "box", [(HEAD, "new")], ["time_wall"])
+    assert selected.problems == []
+
+
+@pytest.mark.slow
+def test_a_failed_setup_cache_makes_the_main_job_fail(tmp_path: Path) -> None:
+    """Every operator timing process fails: the job still publishes, prints the table, exits 1."""
+    job = make_project(tmp_path / "job", tmp_path / "env")
+    job.env["BENCHKIT_OPERATOR_PROCESSES"] = "0"  # no timing process: the operators' setup_cache raises
+    command = [
+        sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
+        "--build", str(LOCAL_WHEEL), "-b", "aten_relu_default.track_compiled_over_eager|e2e_ReLU.*time_wall",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=job.root, env=job.env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "no operator timings numbers" in done.stderr
+    assert "finished with 1 problem(s)" in done.stderr
+    assert (job.root / "html" / "index.html").is_file()
+    table = done.stderr[done.stderr.index("torch build") :]
+    wall = next(line for line in table.splitlines() if "wall time" in line).split()
+    assert wall[-4:] == ["1", "0", "0", "0"]
