@@ -158,8 +158,16 @@ def _link_or_copy(source: Path, target: Path) -> Path:
 
 
 def store_wheel(path: Path, sha256: str) -> Path:
-    """Put a wheel into the store (idempotent) and return its stored path."""
-    return _link_or_copy(path, stored_wheel_path(sha256, path.name))
+    """Copy a wheel into the store (idempotent) and return its stored path.
+
+    A copy, not a hard link: the user's own file may be rewritten in place later,
+    and a link would silently change the stored build with it.
+    """
+    target = stored_wheel_path(sha256, path.name)
+    if not target.exists():
+        with atomic_path(target) as tmp:
+            shutil.copyfile(path, tmp)
+    return target
 
 
 def wheelhouses(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -255,8 +263,11 @@ def download_requirement(requirement: str, dest: Path, python: str = sys.executa
 def resolve_record_wheel(record: BuildRecord, where: str, environ: Mapping[str, str] | None = None) -> Path:
     """Find the exact wheel a build record names (verified by sha256), fetching it if possible."""
     stored = stored_wheel_path(record.wheel_sha256, record.wheel_filename)
-    if stored.is_file() and stored.stat().st_size == record.wheel_size:
-        return stored
+    if stored.is_file():
+        if file_sha256(stored) == record.wheel_sha256:
+            return stored
+        _log(f"{where}: the stored {stored} does not match its sha256 (damaged?); fetching it again")
+        stored.unlink()
     for folder in wheelhouses(environ):
         candidate = folder / record.wheel_filename
         if candidate.is_file() and file_sha256(candidate) == record.wheel_sha256:

@@ -1290,13 +1290,15 @@ def _durations_path() -> Path:
 
 def _save_durations(batch: _Batch) -> None:
     """Remember how long each case took, to schedule the longest first next time."""
-    from benchkit.util import atomic_write_json
+    from benchkit.util import atomic_write_json, file_lock
 
-    durations = _load_durations()
-    durations.update({batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds})
-    durations.update(batch.template_seconds)
-    with contextlib.suppress(OSError):
-        atomic_write_json(_durations_path(), durations)
+    path = _durations_path()
+    # Read-merge-write under a lock: two batches at once must not drop each other's updates.
+    with contextlib.suppress(OSError), file_lock(path.with_suffix(".lock")):
+        durations = _load_durations()
+        durations.update({batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds})
+        durations.update(batch.template_seconds)
+        atomic_write_json(path, durations)
 
 
 def _load_durations() -> dict[str, float]:

@@ -24,6 +24,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,8 @@ from types import ModuleType
 from typing import Any
 
 from benchkit.api import Language, TimerArgs
-from benchkit.util import atomic_path, atomic_write_text, cache_dir, content_key, torch_build_id
+from benchkit.errors import UserError
+from benchkit.util import atomic_path, atomic_write_text, cache_dir, content_key, file_lock, torch_build_id
 
 # Each translation unit pays ~20 CPU-s (~45 without a precompiled header) for
 # torch's headers however few functions it holds, and ~0.1 s per snippet on top:
@@ -210,7 +212,11 @@ def _pch_header(extra_cflags: list[str]) -> Path | None:
     a stale or foreign one can cost time but never change what is compiled.
     """
     header = _pch_dir(extra_cflags) / "shards.h"
-    return header if header.with_suffix(".h.gch").exists() else None
+    if not header.with_suffix(".h.gch").exists():
+        return None
+    with contextlib.suppress(OSError):  # "in use": pruning leaves recently used headers alone
+        os.utime(header.parent)
+    return header
 
 
 def _pch_dir(extra_cflags: list[str]) -> Path:
@@ -264,12 +270,18 @@ def build_precompiled_header(progress: Callable[[str], None] | None = None) -> P
 PCH_KEPT = 2
 
 
-def _prune_precompiled_headers(keep: Path) -> None:
+# A header used this recently may be in use by a compile of another process (another
+# asv environment, a parallel `benchkit run`): it is never deleted.
+PCH_IN_USE_SECONDS = 24 * 3600
 
+
+def _prune_precompiled_headers(keep: Path) -> None:
     others = [d for d in keep.parent.glob("pch_*") if d != keep]
     others.sort(key=lambda d: d.stat().st_mtime, reverse=True)
+    now = time.time()
     for stale in others[PCH_KEPT - 1 :]:
-        shutil.rmtree(stale, ignore_errors=True)
+        if now - stale.stat().st_mtime > PCH_IN_USE_SECONDS:
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 class _PchFailed(Exception):
@@ -287,30 +299,77 @@ def worth_precompiling(missing: int, jobs: int) -> bool:
     return missing > 2 * jobs
 
 
+DEFAULT_COMPILE_TIMEOUT = 1800.0  # seconds; a cold shard takes ~46 s on one idle core
+
+# Runs in a child process: the compile can then be time-limited and killed whole.
+_COMPILE_CHILD = """
+import sys
+from torch.utils import cpp_extension
+name, source, directory, verbose, *flags = sys.argv[1:]
+cpp_extension.load(name=name, sources=[source], build_directory=directory, extra_cflags=flags,
+                   verbose=verbose == "1")
+"""
+
+
+def compile_timeout() -> float:
+    value = os.environ.get("BENCHKIT_COMPILE_TIMEOUT", "")
+    try:
+        return float(value) if value else DEFAULT_COMPILE_TIMEOUT
+    except ValueError:
+        raise UserError(f"BENCHKIT_COMPILE_TIMEOUT={value!r} is not a number of seconds") from None
+
+
 def build(shard: Shard, verbose: bool = False) -> Path:
-    """Compile one shard (no-op when already built). Safe across processes:
-    `cpp_extension` serialises builds of one directory with a file baton."""
+    """Compile one shard (no-op when already built); safe across processes and interruptions.
+
+    The compile runs in a private scratch folder, in a child process with a time
+    limit (``BENCHKIT_COMPILE_TIMEOUT``, default 30 min), and its library is renamed
+    into place only when complete: a compile killed mid-way (OOM, asv's timeout,
+    Ctrl-C) leaves neither a half-written ``.so`` nor a lock file that would make
+    the next build wait forever (torch's own build baton is such a file). Builds of
+    one shard are serialised with ``flock``, which the kernel releases when its
+    holder dies.
+    """
     library = _library_path(shard)
     if library.exists():
         return library
-    from torch.utils import cpp_extension
-
     build_dir = _build_dir(shard)
-    source_path = build_dir / "batch.cpp"
-    if not source_path.exists():
-        atomic_write_text(source_path, shard.source)
-    extra = _extra_cflags()
-    pch = _pch_header(extra)
-    try:
-        cpp_extension.load(
-            name=shard.name,
-            sources=[str(source_path)],
-            build_directory=str(build_dir),
-            extra_cflags=[*extra, *(["-include", str(pch)] if pch else [])],
-            verbose=verbose,
-        )
-    except Exception as e:  # compiler output is in the message
-        raise CompileError(f"C++ compile of {len(shard.snippets)} case(s) failed:\n{e}") from e
+    with file_lock(build_dir / "build.flock"):
+        if library.exists():  # another process built it while we waited
+            return library
+        extra = _extra_cflags()
+        pch = _pch_header(extra)
+        flags = [*extra, *(["-include", str(pch)] if pch else [])]
+        with tempfile.TemporaryDirectory(prefix="build-", dir=build_dir) as scratch:
+            source_path = Path(scratch) / "batch.cpp"
+            source_path.write_text(shard.source)
+            command = [sys.executable, "-c", _COMPILE_CHILD, shard.name, str(source_path), scratch]
+            timeout = compile_timeout()
+            pipe = None if verbose else subprocess.PIPE
+            # Its own process group, so a timeout or Ctrl-C stops ninja and the compilers too.
+            child = subprocess.Popen(
+                [*command, "1" if verbose else "0", *flags],
+                stdout=pipe, stderr=pipe, text=True, start_new_session=True,
+            )  # fmt: skip
+            try:
+                out, err = child.communicate(timeout=timeout)
+            except BaseException as e:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+                if isinstance(e, subprocess.TimeoutExpired):
+                    raise CompileError(
+                        f"C++ compile of {len(shard.snippets)} case(s) took longer than {timeout:.0f} s "
+                        "(BENCHKIT_COMPILE_TIMEOUT)"
+                    ) from None
+                raise
+            built = Path(scratch) / f"{shard.name}.so"
+            if child.returncode != 0 or not built.is_file():
+                output = ((out or "") + (err or "")).strip()[-4000:]
+                raise CompileError(f"C++ compile of {len(shard.snippets)} case(s) failed:\n{output}")
+            with contextlib.suppress(OSError):  # how it was compiled, for whoever debugs it
+                shutil.copyfile(Path(scratch) / "build.ninja", build_dir / "build.ninja")
+            os.replace(built, library)
     return library
 
 

@@ -14,6 +14,7 @@ every process it starts.
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import re
@@ -237,6 +238,17 @@ def asv_class_name(case: Case) -> str:
     return f"{slug}_{content_key(case.key, length=8)}"
 
 
+# Look-alikes for the characters HTML gives a meaning to. asv shows a benchmark's
+# pretty name as HTML in some places and as text in others, so entities would show
+# as "&lt;" in the latter; these characters read the same in both and run nothing.
+_HTML_LOOKALIKES = str.maketrans({"<": "\uff1c", ">": "\uff1e", "&": "\uff06", '"': "\uff02", "'": "\uff07"})
+
+
+def html_safe_name(text: str) -> str:
+    """`text` with ``< > & " '`` replaced by full-width look-alikes: safe as HTML and as text."""
+    return text.translate(_HTML_LOOKALIKES)
+
+
 def pretty_source(case: Case) -> str:
     args = case.timer_args
     lang = "// " if args.language is Language.CPP else "# "
@@ -273,8 +285,9 @@ def asv_classes(cases: Sequence[Case], metrics: Sequence[AsvMetric]) -> dict[str
                 continue
             method.__name__ = metric.method_name
             method.__qualname__ = f"{name}.{metric.method_name}"
-            method.pretty_name = f"{case.key} [{metric.method_name}]"  # type: ignore[attr-defined]
-            method.pretty_source = pretty_source(case)  # type: ignore[attr-defined]
+            # asv's pages insert both as HTML (summary grid, graph tree, code tooltips).
+            method.pretty_name = html_safe_name(f"{case.key} [{metric.method_name}]")  # type: ignore[attr-defined]
+            method.pretty_source = html.escape(pretty_source(case))  # type: ignore[attr-defined]
             # Explicit version: history survives edits elsewhere in the suite and
             # resets only when what this case measures changes.
             base = getattr(method, "version", "")

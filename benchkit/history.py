@@ -20,6 +20,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -130,11 +131,24 @@ class HistoryRepo:
         message = commit_message(record)
         args = ["commit-tree", tree, *(["-p", parent] if parent else []), "-F", "-"]
         commit = self.git(*args, stdin=message, env=env)
+        # One transaction: the branch moves and the tag appears together, or neither does.
         # Compare-and-swap: a concurrent `history add` to the same branch fails instead of being lost.
-        self.git("update-ref", f"refs/heads/{branch}", commit, old_tip or "0" * 40)
+        # A lightweight tag (a plain ref): asv then names commits by the bare tag.
+        updates = f"update refs/heads/{branch} {commit} {old_tip or '0' * 40}\n"
         if tag:
-            self.git("tag", tag, commit)  # lightweight: asv then names commits by the bare tag
+            updates += f"create refs/tags/{tag} {commit}\n"
+        self.git("update-ref", "--stdin", stdin=f"start\n{updates}prepare\ncommit\n")
         return commit
+
+    def check_ref_name(self, kind: str, name: str) -> None:
+        """A clear error unless `name` is a valid branch ("heads") or tag ("tags") name, before any change."""
+        what = "branch" if kind == "heads" else "tag"
+        if not name or name.startswith("-"):
+            raise UserError(f"invalid {what} name {name!r}: it must not be empty or start with '-'")
+        if subprocess.run(["git", "check-ref-format", f"refs/{kind}/{name}"], capture_output=True).returncode:
+            raise UserError(f"invalid {what} name {name!r} (see `git help check-ref-format`)")
+        if kind == "tags" and self.git("rev-parse", "--verify", "--quiet", f"refs/tags/{name}", check=False):
+            raise UserError(f"tag {name!r} already exists in {self.path}; choose another with --tag")
 
 
 def _parse_date(iso: str) -> float:
@@ -198,7 +212,8 @@ def record_for(build: str, note: str | None = None) -> BuildRecord:
 
 def default_tag(repo: HistoryRepo, version: str) -> str:
     existing = set(repo.git("tag", "--list").splitlines())
-    base = f"torch-{version}"
+    # A version may hold characters a tag cannot (spaces, "..", "~", ":", ...).
+    base = "torch-" + re.sub(r"[^A-Za-z0-9._+-]+|\.\.+", "-", version).strip(".-")
     if base not in existing:
         return base
     n = 2
@@ -215,6 +230,9 @@ def add_build(
     allow_duplicate: bool = False,
 ) -> str:
     repo.require()
+    repo.check_ref_name("heads", branch)
+    tag = tag or default_tag(repo, record.torch_version)
+    repo.check_ref_name("tags", tag)
     if branch != MAIN_BRANCH and repo.branch_tip(MAIN_BRANCH) is None:
         raise UserError(f"history {repo.path} has no {MAIN_BRANCH} branch yet; add a build to it first")
     tip = repo.branch_tip(branch) or repo.branch_tip(MAIN_BRANCH)
@@ -231,7 +249,7 @@ def add_build(
                 f"warning: {record.torch_version} was built {record.build_date}, before the tip of "
                 f"{branch} ({previous.torch_version}, {previous.build_date}); asv orders commits by date"
             )
-    commit = repo.commit_record(record, branch, tag or default_tag(repo, record.torch_version))
+    commit = repo.commit_record(record, branch, tag)
     _log(f"{branch}: {commit[:12]} torch {record.torch_version} (git_version {record.git_version[:12]})")
     return commit
 

@@ -63,6 +63,25 @@ def atomic_write_json(target: str | os.PathLike[str], data: Any) -> None:
     atomic_write_text(target, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """An exclusive lock between processes, held while the block runs.
+
+    ``flock`` on an open file: the kernel drops it when its holder exits, even
+    under ``kill -9``, so a lock can never be left stale (unlike a lock *file*
+    whose existence is the lock, as torch's cpp_extension uses).
+    """
+    import fcntl
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for a child process that must import this checkout's benchkit.
 

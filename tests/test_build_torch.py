@@ -136,6 +136,28 @@ def test_history_commit_uses_its_wheel_from_the_store(tmp_path: Path) -> None:
     assert plan.wheel.parent.parent == bt.wheel_store()
 
 
+def test_the_store_keeps_its_own_copy_and_checks_it_when_used(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    wheel = make_fake_torch_wheel(house, git_version="9" * 40)
+    original = wheel.read_bytes()
+    sha = bt.file_sha256(wheel)
+    stored = bt.stored_wheel_path(sha, wheel.name)
+    stored.unlink(missing_ok=True)
+    bt.store_wheel(wheel, sha)
+    assert stored.stat().st_ino != wheel.stat().st_ino
+    # The user rewrites their file in place: the stored build stays what was recorded.
+    with open(wheel, "r+b") as f:
+        f.write(b"XXXX")
+    assert stored.read_bytes() == original
+    checkout = _record_checkout(tmp_path / "checkout", stored)
+    assert bt.plan_build(checkout, "c" * 40, tmp_path / "cache", environ={}).wheel == stored
+    # A damaged stored wheel of the same size is not used; it is fetched again from a wheelhouse.
+    stored.write_bytes(original[:-4] + b"ZZZZ")
+    wheel.write_bytes(original)
+    plan = bt.plan_build(checkout, "c" * 40, tmp_path / "cache", environ={bt.WHEELHOUSE_ENV: str(house)})
+    assert plan.wheel == stored and bt.file_sha256(stored) == sha
+
+
 def test_history_commit_finds_its_wheel_in_a_wheelhouse_and_checks_the_hash(tmp_path: Path) -> None:
     house = tmp_path / "house"
     wheel = make_fake_torch_wheel(house, git_version="d" * 40)

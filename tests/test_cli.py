@@ -78,6 +78,26 @@ def test_bad_definitions_give_one_line_errors(tmp_path: Path) -> None:
     assert regex.returncode == 2 and "not a valid regular expression" in regex.stderr
 
 
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("import sys\nsys.exit(3)\n", "called sys.exit(3) while loading"),
+        ("BENCHMARKS = {'a\\tb': TimerArgs('pass')}\n", "holds a control character"),
+        ("BENCHMARKS = {'g': {'x\\ny': TimerArgs('pass')}}\n", "holds a control character"),
+        ("BENCHMARKS = {'2d conv': TimerArgs('pass')}\n", "asv class name starting with '2'"),
+    ],
+)
+def test_definition_files_that_would_break_names_or_loading(
+    tmp_path: Path, source: str, message: str
+) -> None:
+    path = tmp_path / "defs.py"
+    path.write_text("from benchkit.api import TimerArgs\n" + source)
+    result = _benchkit("list", "--no-standard", "--definitions", str(path))
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert str(path) in line and message in line, line
+
+
 def test_run_isolates_failures_and_writes_json(user_definitions: Path, tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     result = _benchkit(

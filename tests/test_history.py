@@ -122,6 +122,22 @@ def test_bad_input_gives_one_line_errors(tmp_path: Path) -> None:
         history.init_history(history.HistoryRepo(other), [str(make_fake_torch_wheel(tmp_path / "w"))])
 
 
+def test_bad_tag_or_branch_names_change_nothing(tmp_path: Path) -> None:
+    repo = history.HistoryRepo(tmp_path / "hist")
+    history.init_history(repo, [str(make_fake_torch_wheel(tmp_path / "a", git_version="5" * 40))])
+    before = _git(repo.path, "for-each-ref")
+    pr = make_fake_torch_wheel(tmp_path / "b", git_version="6" * 40, extra={"torch/y.py": b"2\n"})
+    for option in ("--tag=-d", "--tag=bad..name", "--tag=torch-0.0.1+fake", "--branch=-x", "--branch=a b"):
+        result = _cli("add", "--repo", str(repo.path), option, str(pr))
+        assert result.returncode == 2, (option, result.stderr)
+        assert "invalid" in result.stderr or "already exists" in result.stderr, result.stderr
+        assert _git(repo.path, "for-each-ref") == before, f"{option} changed the history"
+    # A version that is no valid tag name gets a cleaned default tag, in one step with the commit.
+    odd = make_fake_torch_wheel(tmp_path / "c", git_version="7" * 40, version="1.0 beta..2")
+    commit = history.add_build(repo, history.record_for(str(odd)))
+    assert _git(repo.path, "rev-list", "-n1", "torch-1.0-beta-2") == commit
+
+
 def test_requirement_builds_are_fetched_with_pip_and_recorded(tmp_path: Path, monkeypatch) -> None:
     index = tmp_path / "index"
     wheel = make_fake_torch_wheel(index, git_version="5" * 40, version="0.0.5")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,12 +36,37 @@ def _load_user_module(path: Path) -> dict[Any, Any]:
         spec.loader.exec_module(module)
     except UserError as e:
         raise UserError(f"{path}: {e}") from None
+    except SystemExit as e:  # would end asv's discovery (or benchkit) without a word
+        raise UserError(f"{path}: the definitions called sys.exit({e.code!r}) while loading") from None
     except Exception as e:
         raise UserError(f"{path}: loading the definitions failed: {type(e).__name__}: {e}") from e
     benchmarks = getattr(module, "BENCHMARKS", None)
     if not isinstance(benchmarks, dict):
         raise UserError(f"{path}: no module-level BENCHMARKS dict")
+    _check_labels(path, benchmarks)
     return benchmarks
+
+
+def _check_labels(path: Path, benchmarks: dict[Any, Any]) -> None:
+    """Labels become asv class names, benchmark names and lines of tables: reject what breaks them."""
+    from benchkit.api import DefinitionError
+    from benchkit.expand import flatten
+
+    try:
+        labels = flatten(benchmarks)
+    except DefinitionError as e:
+        raise UserError(f"{path}: {e}") from None
+    for label in labels:
+        shown = "/".join(label)
+        for part in label:
+            if any(ord(c) < 32 or ord(c) == 127 for c in part):
+                raise UserError(f"{path}: label {shown!r} holds a control character (tab, newline...)")
+        first = re.sub(r"[^0-9a-zA-Z]+", "_", label[0]).strip("_") if label else ""
+        if not first or first[0].isdigit():
+            raise UserError(
+                f"{path}: label {shown!r} would give an asv class name starting with "
+                f"{first[:1] or 'nothing'!r}; start the top-level group with a letter"
+            )
 
 
 def definition_paths(explicit: Sequence[str] | None = None) -> list[Path]:
