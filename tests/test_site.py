@@ -600,6 +600,8 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     from test_asv_e2e import make_project as make_asv_project
 
     project = make_asv_project(tmp_path / "project", tmp_path / "env")
+    project.env["BENCHKIT_STANDARD"] = "1"  # the standard suite's nn.Linear / nn.ReLU cases
+    del project.env["BENCHKIT_DEFINITIONS"]
     slow = slow_linear_wheel(tmp_path / "pr-wheel")
     init = project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), str(slow))
     assert init.returncode == 0, init.stderr
