@@ -296,6 +296,8 @@ def test_other_asv_workflows(project: AsvProject) -> None:
 def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProject) -> None:
     """`benchkit main`, interrupted after round 1 of a commit, ends with every round of every commit."""
     job = make_project(tmp_path / "job", Path(json.loads(project.config.read_text())["env_dir"]))
+    # This host's own machine entry too: without being told, benchmarks would file profiles under it.
+    job.asv("machine", "--yes")
     slow = slow_linear_wheel(tmp_path / "pr-wheel")
     command = [
         sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
@@ -332,6 +334,8 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert second.returncode == 1, output[-3000:]
     assert "finished with 1 problem(s)" in output and "index.html" in output
     assert "instruction counts" in output and "wall time" in output  # the per-build table
+    # `--machine` files the Callgrind profiles under that machine, beside its results.
+    assert len(list((job.root / "results" / MACHINE / "benchkit-profiles").glob("*.json.gz"))) == 2
 
     stamps = {c: p.stat().st_mtime_ns for c, p in files.items()}
     third = job.run(*command, check=False, timeout=900)
