@@ -1,20 +1,23 @@
 """benchkit: historical performance tracking for PyTorch on asv.
 
-Data flows one way through the package:
+The package is laid out by stage, and data flows one way through them::
 
-    api (grouped definitions) -> expand (concrete cases, asv classes)
-      -> measurement (timing, callgrind_track, operators) -> asv results -> site
+    define/    grouped definitions -> concrete cases -> asv benchmark classes
+    measure/   wall time, Callgrind instruction counts, TorchInductor operator speedups
+    history/   torch builds as commits, asv's build step, reading asv's results
+    report/    the regression gate, profile diffs, the static site
+    cli/       one thin module per `benchkit` command
+    mainjob    `benchkit main`: every stage, from nothing to a published site
+
+`benchkit.expand` and `benchkit.callgrind_track` are the public entries of the
+definition and Callgrind stages. The definition API is importable from here;
+it is loaded on first use so that a worker under valgrind imports nothing it does
+not need.
 """
 
-from benchkit.api import (
-    DefinitionError,
-    GroupedModules,
-    GroupedSetup,
-    GroupedStmts,
-    GroupedVariants,
-    Language,
-    TimerArgs,
-)
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "DefinitionError",
@@ -26,3 +29,11 @@ __all__ = [
     "TimerArgs",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from benchkit.define import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'benchkit' has no attribute {name!r}")

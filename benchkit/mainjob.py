@@ -32,10 +32,8 @@ difference between torch versions. ``--full`` uses the suite's own settings
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,8 +41,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchkit import history
 from benchkit.errors import UserError
+from benchkit.history import repo as history
 from benchkit.util import atomic_write_json, content_key
 
 QUICK_ATTRIBUTES = ("rounds=2", "repeat=(4,5,2.0)")
@@ -153,19 +151,10 @@ class Ledger:
 
 
 def publish(conf_path: Path) -> Path:
-    """`benchkit.site.publish` (asv's site plus benchkit's pages) when installed, else `asv publish`."""
-    try:
-        from benchkit import site
-    except ModuleNotFoundError as e:
-        if e.name != "benchkit.site":
-            raise
-    else:
-        return Path(site.publish(conf_path))
-    _asv(["publish"], conf_path)
-    from asv import util as asv_util
+    """asv's site plus benchkit's pages (`benchkit.report.site.publish`)."""
+    from benchkit.report.site.publish import publish as publish_site
 
-    html_dir = asv_util.load_json(str(conf_path), js_comments=True).get("html_dir", "html")
-    return conf_path.parent / html_dir
+    return Path(publish_site(conf_path))
 
 
 def run_main_job(
@@ -177,7 +166,7 @@ def run_main_job(
     bench: Sequence[str] = (),
     machine: str | None = None,
 ) -> int:
-    from benchkit import check, run_summary
+    from benchkit.report import check, run_summary
 
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
@@ -259,55 +248,3 @@ def run_main_job(
         outcome = f"finished in {minutes:.1f} min: every build measured."
     print(f"\nbenchkit main {outcome}\n{where}", file=sys.stderr)
     return code
-
-
-def _cmd_main(args: argparse.Namespace) -> int:
-    if shutil.which("git") is None:
-        raise UserError("git is needed for the torch history and asv; install it first")
-    try:
-        return run_main_job(
-            args.asv_config,
-            builds=args.build,
-            include_index=not args.no_index,
-            full=args.full,
-            rerun=args.rerun,
-            bench=args.bench,
-            machine=args.machine,
-        )
-    except KeyboardInterrupt:
-        print(
-            "benchkit main: interrupted. Run it again to resume; commits with results are kept.",
-            file=sys.stderr,
-        )
-        return 130
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "main",
-        help="the whole job: torch history -> asv run on every build -> html/ -> what changed",
-        description=__doc__.split("\n\n")[0],
-    )
-    parser.add_argument("--full", action="store_true", help="the suite's own repeats and rounds (slower)")
-    parser.add_argument(
-        "--rerun", action="store_true", help="measure commits that already have results again"
-    )
-    parser.add_argument(
-        "--build",
-        action="append",
-        metavar="WHEEL",
-        help="torch builds for the history instead of the defaults (repeatable: wheel file or requirement)",
-    )
-    parser.add_argument(
-        "--no-index",
-        action="store_true",
-        help=f"leave {history.DEFAULT_INDEX_REQUIREMENT} out of the defaults",
-    )
-    parser.add_argument(
-        "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
-    )
-    parser.add_argument("--machine", help="asv machine name (default: this host's)")
-    parser.add_argument(
-        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
-    )
-    parser.set_defaults(func=_cmd_main)

@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,7 +110,7 @@ def torch_build_id() -> str:
 
     ``torch/version.py`` holds the version and the upstream git commit; a wheel's
     ``RECORD`` lists a hash of every file, so a wheel patched in one Python file
-    (see `benchkit.build_torch.patch_wheel`) is a different build too. Source
+    (see `benchkit.history.wheels.patch_wheel`) is a different build too. Source
     builds have no RECORD and are told apart by version.py alone.
     """
     spec = importlib.util.find_spec("torch")
@@ -127,3 +128,18 @@ def _build_id(package: Path) -> str:
     records = sorted(package.parent.glob("torch-*.dist-info/RECORD"))
     record = records[0].read_text() if len(records) == 1 else ""
     return content_key(version, record)
+
+
+def progress_bar(total: int, unit: str) -> Any:
+    """A tqdm bar on stderr: live on a terminal; in logs (asv's, CI's) at most a line every 30 s."""
+    from tqdm import tqdm
+
+    interactive = sys.stderr.isatty()
+    return tqdm(
+        total=total,
+        unit=unit,
+        file=sys.stderr,
+        mininterval=0.5 if interactive else 30.0,
+        dynamic_ncols=interactive,
+        ncols=None if interactive else 120,
+    )

@@ -1,12 +1,12 @@
 """Every case of the definitions as asv benchmarks (one class per case).
 
-* ``time_wall``: seconds per execution of the statement (`benchkit.timing`).
+* ``time_wall``: seconds per execution of the statement (`benchkit.measure.walltime`).
 * ``track_instructions``: Callgrind instructions per execution
   (`benchkit.callgrind_track`; one batch per commit serves them all, counting
   only the selected cases not yet counted for that torch build).
 
 Definitions: the standard suite plus the modules named by the
-``BENCHKIT_DEFINITIONS`` environment variable (see `benchkit.definitions`).
+``BENCHKIT_DEFINITIONS`` environment variable (see `benchkit.define.loader`).
 Importing this module only expands definitions (string work); torch is
 imported here once so that asv's forkserver shares it with every benchmark
 process instead of importing it per benchmark.
@@ -15,10 +15,9 @@ process instead of importing it per benchmark.
 import torch  # noqa: F401 - preloaded for forkserver children; creates no threads
 
 from benchkit.callgrind_track import InstructionCountMetric
-from benchkit.cpp_batch import CppSuite
-from benchkit.definitions import load_cases
-from benchkit.expand import asv_classes
-from benchkit.timing import WallTimeMetric
+from benchkit.expand import asv_classes, load_cases
+from benchkit.measure.cpp.shards import CppSuite
+from benchkit.measure.walltime.timing import WallTimeMetric
 
 CASES = load_cases()
 CPP_SUITE = CppSuite([case.timer_args for case in CASES])

@@ -1,6 +1,6 @@
 """TorchInductor operator speedups as asv history (see docs/operators.md).
 
-One class per operator of the default set (``benchkit.operators.DEFAULT_OPERATORS``),
+One class per operator of the default set (``benchkit.measure.operators.workload.DEFAULT_OPERATORS``),
 parameterized by the operator's inputs from the bundled model logs:
 
 * ``track_compiled_over_eager``: compiled time / eager time. Lower is better
@@ -13,8 +13,8 @@ All classes share one ``setup_cache``: asv runs it per environment (one torch
 build, i.e. one commit) and round, and hands its result to every benchmark as the
 first argument. It compiles the selected operators' inputs (outside all timing)
 and times them in interleaved rounds, in three fresh processes whose medians are
-kept (see ``benchkit.operators.measure_default_set_for_asv``), once per asv
-command: later rounds reuse it (``benchkit.asv_operators``). The per-benchmark
+kept (see ``benchkit.measure.operators.asv.measure_default_set_for_asv``), once per asv
+command: later rounds reuse it (``benchkit.measure.operators.asv``). The per-benchmark
 methods only look numbers up.
 Compiled kernels go to benchkit's inductor cache for the torch build, so
 re-measuring a commit does not recompile. For honest compile times from a
@@ -27,11 +27,11 @@ Importing this module parses the small bundled logs and nothing else.
 
 from typing import Any, ClassVar
 
-from benchkit import asv_operators as _asv_operators
-from benchkit import operators as _operators
+from benchkit.measure.operators import asv as _asv_operators
+from benchkit.measure.operators import workload as _workload
 
-_WORKLOAD = _operators.load_suite("default")
-_INPUTS = {name: _operators.input_labels(_WORKLOAD.inputs(name)) for name in _WORKLOAD.operators}
+_WORKLOAD = _workload.load_suite("default")
+_INPUTS = {name: _workload.input_labels(_WORKLOAD.inputs(name)) for name in _WORKLOAD.operators}
 
 
 class _OperatorBenchmark:

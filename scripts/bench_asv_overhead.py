@@ -50,7 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         defs = Path(tmp) / "trivial.py"
         defs.write_text(
-            "from benchkit.api import TimerArgs\n"
+            "from benchkit.define.api import TimerArgs\n"
             f"BENCHMARKS = {{'trivial': {{str(i): TimerArgs('torch.empty(())', setup='pass  # {{i}}') "
             f"for i in range({args.trivial})}}}}\n".replace("{{i}}", "{i}")
         )

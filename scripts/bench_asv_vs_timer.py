@@ -57,7 +57,7 @@ else:
 def _definitions_file(stmt: str, setup: str, directory: Path) -> Path:
     path = directory / "one_case.py"
     path.write_text(
-        "from benchkit.api import TimerArgs\n"
+        "from benchkit.define.api import TimerArgs\n"
         f"BENCHMARKS = {{'probe': TimerArgs(stmt={stmt!r}, setup={setup!r})}}\n"
     )
     return path

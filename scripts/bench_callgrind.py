@@ -33,8 +33,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchkit.definitions import load_cases  # noqa: E402
-from benchkit.expand import Case  # noqa: E402
+from benchkit.define.expand import Case  # noqa: E402
+from benchkit.define.loader import load_cases  # noqa: E402
 
 # Cases timed with Timer.collect_callgrind (the standard suite's keys).
 SUBSET = (
@@ -97,8 +97,8 @@ def compile_seconds(profile: Path) -> float:
 
 _TIMER_SCRIPT = r"""
 import json, sys, time
-from benchkit.api import TimerArgs, Language
-from benchkit.torchscript import ensure_artifact
+from benchkit.define.api import TimerArgs, Language
+from benchkit.measure.cpp.torchscript import ensure_artifact
 from torch.utils.benchmark import Timer
 args = TimerArgs.from_json(json.loads(sys.argv[1]))
 if args.torchscript:
@@ -231,9 +231,9 @@ def calibrate(case: Case, cache: Path) -> tuple[int, float, float]:
     the patched wheel does not have, so only the per-line cost sizes the patch.
     Returns (lines, base instructions, expected added instructions).
     """
-    from benchkit.api import TimerArgs
     from benchkit.callgrind_track import collect
-    from benchkit.expand import materialize
+    from benchkit.define.api import TimerArgs
+    from benchkit.define.expand import materialize
 
     def patched(iterations: int) -> TimerArgs:
         body = textwrap.dedent(_more_work(iterations) + _RELU_RETURN)
@@ -254,7 +254,8 @@ def calibrate(case: Case, cache: Path) -> tuple[int, float, float]:
 
 
 def sensitivity(work: Path, cache: Path) -> None:
-    from benchkit.build_torch import asv_build_settings, patch_wheel
+    from benchkit.history.build_step import asv_build_settings
+    from benchkit.history.wheels import patch_wheel
 
     case = next(c for c in load_cases() if c.key == SENSITIVE_CASE)
     iterations, base, expected = calibrate(case, cache)
@@ -270,7 +271,7 @@ def sensitivity(work: Path, cache: Path) -> None:
         "repo": "history",
         "branches": ["main"],
         "environment_type": "virtualenv",
-        "matrix": {"req": {"numpy": ""}},
+        "matrix": {"req": {"numpy": "", "tqdm": ""}},
         "benchmark_dir": str(REPO_ROOT / "benchmarks"),
         "env_dir": str(work / "asv-env"),
         "results_dir": "results",

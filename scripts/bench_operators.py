@@ -44,7 +44,7 @@ def run_once(env: dict[str, str], direct: bool) -> float:
         command = [
             sys.executable,
             "-c",
-            "from benchkit.operators import measure_default_set_for_asv as m; m()",
+            "from benchkit.measure.operators.asv import measure_default_set_for_asv as m; m()",
         ]
     else:
         command = ["asv", "run", "--python=same", "--quick", "-b", "operators"]

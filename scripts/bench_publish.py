@@ -36,10 +36,10 @@ from asv import util as asv_util  # noqa: E402
 from asv.results import Results  # noqa: E402
 from asv.runner import BenchmarkResult  # noqa: E402
 
-from benchkit import profiles  # noqa: E402
-from benchkit.build_torch import BuildRecord  # noqa: E402
 from benchkit.callgrind_track import BatchResult, CaseCount  # noqa: E402
-from benchkit.history import HistoryRepo  # noqa: E402
+from benchkit.history.build_step import BuildRecord  # noqa: E402
+from benchkit.history.repo import HistoryRepo  # noqa: E402
+from benchkit.measure.callgrind import profiles  # noqa: E402
 from benchkit.util import content_key  # noqa: E402
 
 MACHINE = "synthetic"
@@ -109,7 +109,7 @@ def synthetic_benchmarks(count: int) -> dict[str, dict[str, Any]]:
     remaining = count - len(benchmarks)
     for i in range(remaining):
         pretty = f"Synthetic/op{i // 2:03d} | Python | Eager | Forward | 1 thread(s)"
-        # Named as benchkit.expand.asv_class_name names a case: readable slug + hash of the case key.
+        # Named as benchkit.define.expand.asv_class_name names a case: readable slug + hash of the case key.
         case = f"Synthetic_op{i // 2:03d}_PYTHON_EAGER_FORWARD_t1_{content_key(pretty, length=8)}"
         if i % 2 == 0:
             name = f"instruction_counts.{case}.track_instructions"
@@ -163,7 +163,7 @@ def make_project(
     """A complete asv project in `root`; returns its asv.conf.json.
 
     With `with_profiles`, each commit also gets the function-level profile file
-    `benchkit.profiles` stores beside asv's results (what the why pages read).
+    `benchkit.measure.callgrind.profiles` stores beside asv's results (what the why pages read).
     """
     rng = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchkit.api import (
+from benchkit.define.api import (
     DefinitionError,
     GroupedModules,
     GroupedSetup,

@@ -7,7 +7,7 @@ the suite's own switches (``BENCHKIT_STANDARD=0``, ``BENCHKIT_DEFINITIONS``):
 ``nn.Linear`` and ``nn.ReLU`` forward. ``-b`` leaves the operator benchmarks out.
 
 The injected regression is an honest torch build: the local 2.13.0 wheel
-repacked (``benchkit.build_torch.patch_wheel``) so that ``nn.Linear.forward``
+repacked (``benchkit.history.wheels.patch_wheel``) so that ``nn.Linear.forward``
 computes its result twice -- the kind of accidental double work a PR can add.
 It goes on its own branch with ``benchkit history add --branch``, as a
 developer's PR wheel would. ReLU is untouched and serves as the control.
@@ -37,15 +37,16 @@ from pathlib import Path
 import pytest
 from test_build_torch import LOCAL_WHEEL
 
-from benchkit import history
-from benchkit.build_torch import asv_build_settings, patch_wheel
+from benchkit.history import repo as history
+from benchkit.history.build_step import asv_build_settings
+from benchkit.history.wheels import patch_wheel
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASES = r"^instruction_counts\.e2e_"
 LINEAR = "e2e_Linear_PYTHON_EXPLICIT_EXPLICIT_t1"
 RELU = "e2e_ReLU_PYTHON_EXPLICIT_EXPLICIT_t1"
 DEFINITIONS = """
-from benchkit.api import TimerArgs
+from benchkit.define.api import TimerArgs
 
 BENCHMARKS = {
     "e2e": {
@@ -120,7 +121,7 @@ def make_project(root: Path, env_dir: Path) -> AsvProject:
         "repo": "history",
         "branches": ["main"],
         "environment_type": "virtualenv",
-        "matrix": {"req": {"numpy": ""}},
+        "matrix": {"req": {"numpy": "", "tqdm": ""}},
         "benchmark_dir": str(REPO_ROOT / "benchmarks"),
         "env_dir": str(env_dir),
         "results_dir": "results",
@@ -168,7 +169,7 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
 
     # asv run over the whole (main) history builds and measures the 2.13.0 wheel.
     run = project.asv("run", "ALL", "-b", CASES, "--machine", MACHINE, "--record-samples", *FAST, "-v")
-    assert "benchkit.build_torch build" in run.stdout and "history-wheel" in run.stdout
+    assert "benchkit.cli.build_step build" in run.stdout and "history-wheel" in run.stdout
     assert "installed torch matches torch-2.13.0+cpu" in run.stdout
     assert set(project.result_files()) == {main[:8]}
 
@@ -222,7 +223,7 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
 
 
 def _comparisons(project: AsvProject):  # type: ignore[no-untyped-def]
-    from benchkit.check import run_check
+    from benchkit.report.check import run_check
 
     return run_check("main", "slowpr", asv_config=project.config, machine=MACHINE).comparisons
 

@@ -1,4 +1,4 @@
-"""Which benchmarks an asv command selected, as `setup_cache` sees it (benchkit.asv_selection)."""
+"""Which benchmarks an asv command selected, as `setup_cache` sees it (benchkit.measure.selection)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchkit import asv_selection
-from benchkit.asv_operators import selected_operators
+from benchkit.measure import selection as asv_selection
+from benchkit.measure.operators.asv import selected_operators
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 DEFINITIONS = """
-from benchkit.api import GroupedSetup, GroupedStmts, TimerArgs
+from benchkit.define.api import GroupedSetup, GroupedStmts, TimerArgs
 
 BENCHMARKS = {"mine": {
     "mul": GroupedStmts(
@@ -34,7 +34,7 @@ print(json.dumps(names))
 
 
 def test_asv_discovers_every_standard_case() -> None:
-    from benchkit.definitions import load_cases
+    from benchkit.define.loader import load_cases
 
     cases = load_cases(paths=[], standard=True)
     out = subprocess.run(
@@ -71,8 +71,8 @@ def test_asv_run_measures_python_cpp_and_torchscript(tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     # asv shortens long names on screen; the hash suffix of each class name survives.
     values = dict(re.findall(r"_([0-9a-f]{8})\.time_wall\s+(\S+)", output))
-    from benchkit.definitions import load_cases
-    from benchkit.expand import asv_class_name
+    from benchkit.define.expand import asv_class_name
+    from benchkit.define.loader import load_cases
 
     cases = load_cases(paths=[str(definitions)], standard=False)
     by_case = {c.key: values.get(asv_class_name(c)[-8:]) for c in cases}

@@ -10,16 +10,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-from benchkit import callgrind_track, cpp_batch
-from benchkit.api import Language, TimerArgs
+from benchkit.define.api import Language, TimerArgs
+from benchkit.measure.callgrind import durations
+from benchkit.measure.cpp import shards as cpp_batch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KILLED_DEFINITIONS = """
-from benchkit.api import GroupedStmts
+from benchkit.define.api import GroupedStmts
 
 BENCHMARKS = {"faults": {"killed compile": GroupedStmts(cpp_stmt="auto y = torch::ones({3}) * 7;")}}
 """
@@ -52,7 +52,7 @@ def test_a_compile_killed_midway_does_not_block_the_next_run(tmp_path: Path) -> 
     shard = _shard("auto y = torch::ones({3}) * 7;")
     build_dir = cpp_batch._build_dir(shard)
     code = (
-        "from benchkit import cpp_batch; from benchkit.api import Language, TimerArgs; "
+        "from benchkit import cpp_batch; from benchkit.define.api import Language, TimerArgs; "
         "cpp_batch.build(cpp_batch.CppSuite([TimerArgs(%r, language=Language.CPP)]).shards[0])"
     )
     first = subprocess.Popen(
@@ -79,16 +79,11 @@ def test_a_compile_killed_midway_does_not_block_the_next_run(tmp_path: Path) -> 
 
 def _save_many(prefix: str, count: int) -> None:
     for i in range(count):
-        batch = SimpleNamespace(
-            names={0: f"{prefix}{i}"},
-            results={0: SimpleNamespace(seconds=1.0 + i)},
-            template_seconds={},
-        )
-        callgrind_track._save_durations(batch)  # type: ignore[arg-type]
+        durations.save_durations({f"{prefix}{i}": 1.0 + i})
 
 
 def test_two_batches_at_once_keep_every_duration() -> None:
-    path = callgrind_track._durations_path()
+    path = durations.durations_path()
     path.unlink(missing_ok=True)
     context = multiprocessing.get_context("fork")
     workers = [context.Process(target=_save_many, args=(p, 60)) for p in ("a-", "b-")]

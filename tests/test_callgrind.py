@@ -22,9 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from benchkit import callgrind_track as ct
-from benchkit.api import TimerArgs
-from benchkit.expand import materialize
+from benchkit.cli import counts as counts_cli
+from benchkit.define.api import TimerArgs
+from benchkit.define.expand import materialize
+from benchkit.measure.callgrind import dumps, policy, supervisor
+from benchkit.measure.callgrind import metric as cg_metric
+from benchkit.measure.callgrind import results as cg_results
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHKIT = [sys.executable, "-m", "benchkit.cli"]
@@ -63,31 +66,31 @@ CASE_TIMEOUT = 12.0
 
 
 @functools.cache
-def real_batch() -> ct.BatchResult:
-    return ct.collect(materialize(CASES), case_timeout=CASE_TIMEOUT, progress=lambda m: print(m))
+def real_batch() -> cg_results.BatchResult:
+    return supervisor.collect(materialize(CASES), case_timeout=CASE_TIMEOUT, progress=lambda m: print(m))
 
 
 CPP_BATCH_MESSAGES: list[str] = []
 
 
 @functools.cache
-def cpp_batch() -> ct.BatchResult:
+def cpp_batch() -> cg_results.BatchResult:
     def progress(message: str) -> None:
         print(message)
         CPP_BATCH_MESSAGES.append(message)
 
-    return ct.collect(materialize(CPP_CASES), progress=progress)
+    return supervisor.collect(materialize(CPP_CASES), progress=progress)
 
 
-def count(label: str, result: ct.BatchResult | None = None) -> ct.CaseCount:
+def count(label: str, result: cg_results.BatchResult | None = None) -> cg_results.CaseCount:
     result = result or real_batch()
     (key,) = [k for k in result.counts if k.startswith(f"{label} |")]
     return result.counts[key]
 
 
-def check_count(case: ct.CaseCount) -> None:
+def check_count(case: cg_results.CaseCount) -> None:
     assert case.status == "ok", case.error
-    assert case.number >= 1 and len(case.repeat_totals) == ct.repeats_for(case.number)
+    assert case.number >= 1 and len(case.repeat_totals) == policy.repeats_for(case.number)
     # per execution, from the smallest repeat
     assert case.instructions == min(case.repeat_totals) / case.number
     # a periodic cost (allocator housekeeping, a few thousand instructions) lands in
@@ -99,13 +102,16 @@ def check_count(case: ct.CaseCount) -> None:
 
 
 def test_choose_number_is_a_power_of_two_near_the_target() -> None:
-    assert ct.choose_number(ct.SINGLE_EXECUTION_INSTRUCTIONS + 1) == 1
-    assert ct.choose_number(ct.SINGLE_EXECUTION_INSTRUCTIONS) == 2
-    assert ct.choose_number(0) == ct.MAX_NUMBER
+    assert policy.choose_number(policy.SINGLE_EXECUTION_INSTRUCTIONS + 1) == 1
+    assert policy.choose_number(policy.SINGLE_EXECUTION_INSTRUCTIONS) == 2
+    assert policy.choose_number(0) == policy.MAX_NUMBER
     for probe in (1_000, 15_000, 20_000, 150_000):
-        number = ct.choose_number(probe)
+        number = policy.choose_number(probe)
         assert number & (number - 1) == 0
-        assert number * probe <= ct.TARGET_REPEAT_INSTRUCTIONS < 2 * number * probe or number == ct.MAX_NUMBER
+        assert (
+            number * probe <= policy.TARGET_REPEAT_INSTRUCTIONS < 2 * number * probe
+            or number == policy.MAX_NUMBER
+        )
 
 
 def _annotate(path: Path) -> dict[str, int]:
@@ -142,9 +148,9 @@ def test_dump_parser_agrees_with_callgrind_annotate(tmp_path: Path, dump_line: s
         capture_output=True,
         check=True,
     )
-    ours = ct.read_function_counts(out)
+    ours = dumps.read_function_counts(out)
     assert len(ours) > 50
-    assert sum(ours.values()) == ct.read_total(out)
+    assert sum(ours.values()) == dumps.read_total(out)
     # callgrind_annotate merges a file:function found in two objects (e.g. libc and
     # ld.so built from the same source file) and shows one object; compare without it.
     assert _without_object(ours) == _without_object(_annotate(out))
@@ -214,7 +220,7 @@ COMPILED = TimerArgs(
 def test_torch_compile_cases_run_in_one_compile_template() -> None:
     messages: list[str] = []
     cases = materialize({"compiled": COMPILED, "compiled again": COMPILED, "add": CASES["add"]})
-    batch = ct.collect(cases, jobs=1, progress=messages.append)
+    batch = supervisor.collect(cases, jobs=1, progress=messages.append)
     compiled, again, add = (count(k, batch) for k in ("compiled", "compiled again", "add"))
     for case in (compiled, again, add):
         check_count(case)
@@ -247,7 +253,7 @@ def test_metadata_records_what_valgrind_emulates() -> None:
     # valgrind emulates at most AVX2, whatever the host has.
     assert meta["cpu_capability_under_valgrind"] in ("DEFAULT", "AVX2", "ZVECTOR", "VSX")
     assert meta["cpu_capability_native"]
-    summary = ct.counts_json(real_batch())
+    summary = counts_cli.counts_json(real_batch())
     (add_key,) = [k for k in summary if k.startswith("add |")]
     assert summary[add_key]["instructions"] == count("add").instructions
     assert summary[add_key]["cpu_capability"] == meta["cpu_capability_under_valgrind"]
@@ -279,10 +285,10 @@ def test_asv_instruction_benchmarks_skip_without_valgrind(
 
     monkeypatch.setenv("PATH", _env_without_valgrind(tmp_path)["PATH"])
     cases = materialize({"add": CASES["add"]})
-    metric = ct.InstructionCountMetric(cases)
+    metric = cg_metric.InstructionCountMetric(cases)
     method = metric.make_method(cases[0])
     assert method.unit == "instructions"  # type: ignore[attr-defined]
-    assert method.setup_cache.timeout >= ct.suite_timeout(1)  # type: ignore[attr-defined]
+    assert method.setup_cache.timeout >= cg_metric.suite_timeout(1)  # type: ignore[attr-defined]
     batch = method.setup_cache()  # type: ignore[attr-defined]
     assert "valgrind is not installed" in batch["unavailable"]
     with pytest.raises(SkipNotImplemented, match="valgrind is not installed"):
@@ -294,7 +300,7 @@ def test_asv_instruction_benchmarks_skip_without_valgrind(
 def test_counts_cli_writes_json(tmp_path: Path) -> None:
     definitions = tmp_path / "defs.py"
     definitions.write_text(
-        "from benchkit.api import TimerArgs\n"
+        "from benchkit.define.api import TimerArgs\n"
         "BENCHMARKS = {'mine': {'add': TimerArgs('x + 1', 'x = torch.ones(4, 4)'),\n"
         "                       'broken': TimerArgs('raise RuntimeError(\"no\")')}}\n"
     )

@@ -15,8 +15,9 @@ from asv import util as asv_util
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
-from benchkit import check
+from benchkit import stats
 from benchkit.errors import UserError
+from benchkit.report import check, check_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BASE, HEAD = "aaaa1111" + "0" * 32, "bbbb2222" + "0" * 32
@@ -141,8 +142,8 @@ def test_wall_time_needs_asv_statistics_and_the_factor(project: Project) -> None
 
 def test_six_samples_against_six_can_still_be_a_regression(project: Project) -> None:
     """6 vs 6 samples cannot reach Mann-Whitney p < 0.002 (2/924 at best): the CI test decides."""
-    assert check.smallest_mann_whitney_p(6, 6) == pytest.approx(2 / 924)
-    assert check.smallest_mann_whitney_p(6, 6) > check.P_THRESHOLD > check.smallest_mann_whitney_p(8, 8)
+    assert stats.smallest_mann_whitney_p(6, 6) == pytest.approx(2 / 924)
+    assert stats.smallest_mann_whitney_p(6, 6) > stats.P_THRESHOLD > stats.smallest_mann_whitney_p(8, 8)
     for name in ("separated", "overlapping"):
         project.bench(f"wt.{name}.time_it", "seconds")
     cases = {  # every head sample 12-13 % beyond every base sample, as measured in a quick-mode run
@@ -275,14 +276,14 @@ def test_config_mistakes_name_file_and_entry(tmp_path: Path, text: str, message:
     path = tmp_path / "benchkit-check.toml"
     path.write_text(text)
     with pytest.raises(UserError, match=message) as info:
-        check.load_check_config(path)
+        check_config.load_check_config(path)
     assert str(path) in str(info.value)
 
 
 def test_json_config_is_accepted(tmp_path: Path) -> None:
     path = tmp_path / "gate.json"
     path.write_text(json.dumps({"thresholds": {"ratio": 0.2}, "override": [{"match": "x", "reason": "r"}]}))
-    config = check.load_check_config(path)
+    config = check_config.load_check_config(path)
     assert config.thresholds["ratio"] == 0.2 and config.overrides[0].reason == "r"
 
 
@@ -336,8 +337,8 @@ def test_cli_exit_codes_and_markdown_file(project: Project) -> None:
 
 
 def test_repository_config_is_valid_and_applies() -> None:
-    config = check.load_check_config(REPO_ROOT / "benchkit-check.toml")
-    assert config.thresholds == check.DEFAULT_THRESHOLDS
+    config = check_config.load_check_config(REPO_ROOT / "benchkit-check.toml")
+    assert config.thresholds == check_config.DEFAULT_THRESHOLDS
     metric, threshold, override = config.rule_for("operators.AtenAdd.track_compile_seconds(x)", "wall_time")
     assert (metric, threshold) == ("wall_time", 0.5) and override is not None
     assert config.rule_for("instruction_counts.X.track_instructions", "instructions")[1:] == (0.005, None)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from benchkit import site
+from benchkit.report.site import data as site_data
+from benchkit.report.site import pages as site_pages
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "box"
@@ -149,7 +150,7 @@ def test_check_exit_codes_through_real_asv_results(gate: Gate, index: int, code:
 
 @pytest.mark.slow
 def test_changes_page_shows_numbers_lost_on_head(gate: Gate) -> None:
-    pages, _ = site.render_pages(site.load_site_data(gate.config))
+    pages, _ = site_pages.render_pages(site_data.load_site_data(gate.config))
     text = pages["changes.html"]
     pretty = html.escape("<b>A</b> & co")
     assert "<b>A</b>" not in text and pretty in text

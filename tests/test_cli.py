@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 USER_DEFINITIONS = """
-from benchkit.api import GroupedStmts, GroupedSetup, TimerArgs
+from benchkit.define.api import GroupedStmts, GroupedSetup, TimerArgs
 
 BENCHMARKS = {
     "user": {
@@ -68,7 +68,7 @@ def test_bad_definitions_give_one_line_errors(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from benchkit.api import GroupedStmts\nBENCHMARKS = {'x': GroupedStmts('y = x', "
+        "from benchkit.define.api import GroupedStmts\nBENCHMARKS = {'x': GroupedStmts('y = x', "
         "signature='f(x) -> y', autograd=True, torchscript=True, num_threads=0)}\n"
     )
     result = _benchkit("list", "--definitions", str(bad))
@@ -91,7 +91,7 @@ def test_definition_files_that_would_break_names_or_loading(
     tmp_path: Path, source: str, message: str
 ) -> None:
     path = tmp_path / "defs.py"
-    path.write_text("from benchkit.api import TimerArgs\n" + source)
+    path.write_text("from benchkit.define.api import TimerArgs\n" + source)
     result = _benchkit("list", "--no-standard", "--definitions", str(path))
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()

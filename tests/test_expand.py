@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from benchkit.api import (
+from benchkit.define.api import (
     AutogradMode,
     DefinitionError,
     GroupedModules,
@@ -21,7 +21,7 @@ from benchkit.api import (
     RuntimeMode,
     TimerArgs,
 )
-from benchkit.expand import asv_class_name, asv_classes, flatten, materialize, select
+from benchkit.define.expand import asv_class_name, asv_classes, flatten, materialize, select
 
 SETUP = GroupedSetup(
     "x = torch.ones((4, 4))\nw = torch.ones((4, 4), requires_grad=True)",
@@ -132,7 +132,7 @@ def test_held_out_definition_counts_and_labels() -> None:
 
 
 def test_standard_suite_size_and_groups() -> None:
-    from benchkit.definitions import load_cases
+    from benchkit.define.loader import load_cases
 
     cases = load_cases(standard=True, paths=[])
     assert len(cases) >= 181
@@ -173,7 +173,7 @@ def test_select_by_regex() -> None:
 
 
 def test_asv_names_are_valid_unique_and_stable() -> None:
-    from benchkit.definitions import load_cases
+    from benchkit.define.loader import load_cases
 
     cases = load_cases(standard=True, paths=[])
     names = [asv_class_name(c) for c in cases]
@@ -182,8 +182,9 @@ def test_asv_names_are_valid_unique_and_stable() -> None:
         assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and len(name) < 250 and "-" not in name
     # Another process (other hash seed) generates the same names and versions.
     code = (
-        "import json; from benchkit.definitions import load_cases; from benchkit.expand import asv_classes;"
-        "from benchkit.timing import WallTimeMetric; from benchkit.cpp_batch import CppSuite;"
+        "import json; from benchkit.expand import asv_classes, load_cases;"
+        "from benchkit.measure.walltime.timing import WallTimeMetric;"
+        "from benchkit.measure.cpp.shards import CppSuite;"
         "cs = load_cases(standard=True, paths=[]);"
         "cl = asv_classes(cs, [WallTimeMetric(CppSuite([c.timer_args for c in cs]))]);"
         "print(json.dumps({n: c.time_wall.version for n, c in cl.items()}))"
@@ -204,7 +205,7 @@ def test_asv_names_are_valid_unique_and_stable() -> None:
 
 
 def test_asv_version_depends_only_on_the_case() -> None:
-    from benchkit.timing import WallTimeMetric
+    from benchkit.measure.walltime.timing import WallTimeMetric
 
     a = materialize({"g": {"x": GroupedStmts("x + 1"), "y": GroupedStmts("x + 2")}})
     b = materialize({"g": {"x": GroupedStmts("x + 1"), "y": GroupedStmts("x + 3")}})

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from test_build_torch import LOCAL_WHEEL, make_fake_torch_wheel
 
-from benchkit import history
-from benchkit.build_torch import BUILD_FILE, file_sha256, stored_wheel_path
 from benchkit.errors import UserError
+from benchkit.history import repo as history
+from benchkit.history.build_step import BUILD_FILE
+from benchkit.history.wheels import file_sha256, stored_wheel_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

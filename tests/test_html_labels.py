@@ -20,12 +20,12 @@ from test_asv_e2e import MACHINE, make_project
 from test_build_torch import LOCAL_WHEEL
 from test_site import Browser, _QuietHandler
 
-from benchkit import history
+from benchkit.history import repo as history
 
 pytestmark = pytest.mark.slow
 EVIL = '<img src=x onerror="window.__pwned=1">'
 DEFINITIONS = f"""
-from benchkit.api import TimerArgs
+from benchkit.define.api import TimerArgs
 
 BENCHMARKS = {{{EVIL!r}: {{"add": TimerArgs("y = x + 1  # <b>bold</b>", setup="x = torch.ones(2)")}}}}
 """

@@ -13,10 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchkit import operators
 from benchkit.cli import main
+from benchkit.cli import operators as operators_cli
 from benchkit.errors import UserError
-from benchkit.opinputs import parse_log_text
+from benchkit.measure.operators import asv as op_asv
+from benchkit.measure.operators import summary as op_summary
+from benchkit.measure.operators import timing as op_timing
+from benchkit.measure.operators import workload as op_workload
+from benchkit.measure.operators.log_format import parse_log_text
 
 REPO = Path(__file__).resolve().parent.parent
 PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "pytorch_operator_inp_logs"
@@ -50,69 +54,69 @@ def inductor_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_default_set_size() -> None:
-    workload = operators.load_suite("default")
+    workload = op_workload.load_suite("default")
     inputs = [item for op in workload.operators for item in workload.inputs(op)]
     assert len(workload.operators) >= 15
     assert len(inputs) >= 30
     for op in workload.operators:
-        labels = operators.input_labels(workload.inputs(op))
+        labels = op_workload.input_labels(workload.inputs(op))
         assert len(set(labels)) == len(labels)
-        assert operators.skip_reason(operators.resolve_operator(op)) is None, op
+        assert op_workload.skip_reason(op_workload.resolve_operator(op)) is None, op
 
 
 def test_resolve_operator_by_attribute_lookup() -> None:
-    assert operators.resolve_operator("aten.add.Tensor") is torch.ops.aten.add.Tensor
+    assert op_workload.resolve_operator("aten.add.Tensor") is torch.ops.aten.add.Tensor
     for bad in ("aten.add", "__import__('os').system", "aten.add.Tensor; rm", "a.b.c.d"):
         with pytest.raises(UserError, match=r"expected namespace\.name\.overload"):
-            operators.resolve_operator(bad)
+            op_workload.resolve_operator(bad)
     with pytest.raises(UserError, match="does not exist in this torch build"):
-        operators.resolve_operator("aten.no_such_op.default")
+        op_workload.resolve_operator("aten.no_such_op.default")
     with pytest.raises(UserError, match="does not exist"):
-        operators.resolve_operator("aten.add.NoSuchOverload")
+        op_workload.resolve_operator("aten.add.NoSuchOverload")
 
 
 def test_select_operators() -> None:
-    workload = operators.load_suite("models")
-    assert operators.select_operators(workload, []) == list(workload.operators)
-    assert operators.select_operators(workload, ["all"]) == list(workload.operators)
-    assert operators.select_operators(workload, ["aten.mm.default"]) == ["aten.mm.default"]
+    workload = op_workload.load_suite("models")
+    assert op_workload.select_operators(workload, []) == list(workload.operators)
+    assert op_workload.select_operators(workload, ["all"]) == list(workload.operators)
+    assert op_workload.select_operators(workload, ["aten.mm.default"]) == ["aten.mm.default"]
     # A packet name selects every logged overload of it (aten.add_ is another packet).
-    assert operators.select_operators(workload, ["aten.add"]) == ["aten.add.Tensor"]
+    assert op_workload.select_operators(workload, ["aten.add"]) == ["aten.add.Tensor"]
     log = parse_log_text(
         "Operator: aten.add.Tensor\ncnt: 1, ((T([2], f32), T([2], f32)), {})\n"
         "Operator: aten.add.Scalar\ncnt: 1, ((T([2], f32), 2), {})\n"
     )
-    both = operators.Workload("x", log, ("aten.add.Scalar", "aten.add.Tensor"))
-    assert operators.select_operators(both, ["aten.add"]) == ["aten.add.Tensor", "aten.add.Scalar"]
+    both = op_workload.Workload("x", log, ("aten.add.Scalar", "aten.add.Tensor"))
+    assert op_workload.select_operators(both, ["aten.add"]) == ["aten.add.Tensor", "aten.add.Scalar"]
     with pytest.raises(UserError, match=r"--op aten.cos.default: no inputs logged for it in models"):
-        operators.select_operators(workload, ["aten.cos.default"])
+        op_workload.select_operators(workload, ["aten.cos.default"])
     with pytest.raises(UserError, match="does not exist"):
-        operators.select_operators(workload, ["aten.cso.default"])
+        op_workload.select_operators(workload, ["aten.cso.default"])
 
 
 def test_skip_reasons() -> None:
     aten = torch.ops.aten
-    assert "input generator NYI" in operators.skip_reason(aten.nll_loss_forward.default)
-    assert "input generator NYI" in operators.skip_reason(aten.embedding.default)
-    assert "non-compute" in operators.skip_reason(aten._unsafe_view.default)
-    assert "no inductor lowering or decomposition" in operators.skip_reason(aten._add_relu.Tensor)
-    assert "convolution" in operators.skip_reason(aten.convolution.default)
-    assert "falls back" in operators.skip_reason(aten._scaled_dot_product_flash_attention_for_cpu.default)
-    assert operators.skip_reason(aten.add.Tensor) is None
-    assert operators.skip_reason(aten.native_layer_norm.default) is None  # a decomposition counts
+    assert "input generator NYI" in op_workload.skip_reason(aten.nll_loss_forward.default)
+    assert "input generator NYI" in op_workload.skip_reason(aten.embedding.default)
+    assert "non-compute" in op_workload.skip_reason(aten._unsafe_view.default)
+    assert "no inductor lowering or decomposition" in op_workload.skip_reason(aten._add_relu.Tensor)
+    assert "convolution" in op_workload.skip_reason(aten.convolution.default)
+    assert "falls back" in op_workload.skip_reason(aten._scaled_dot_product_flash_attention_for_cpu.default)
+    assert op_workload.skip_reason(aten.add.Tensor) is None
+    assert op_workload.skip_reason(aten.native_layer_norm.default) is None  # a decomposition counts
 
 
 def test_suites_and_their_errors(tmp_path: Path) -> None:
-    assert operators.load_suite("mlp").log.inputs_for("aten.gelu.default")
-    directory = operators.load_suite(str(PYTORCH_LOGS))
+    assert op_workload.load_suite("mlp").log.inputs_for("aten.gelu.default")
+    directory = op_workload.load_suite(str(PYTORCH_LOGS))
     assert directory.name == "pytorch_operator_inp_logs" and "aten.tril.default" in directory.operators
     with pytest.raises(UserError, match="operator_inp_logs/timm_train"):
-        operators.load_suite("timm")
+        op_workload.load_suite("timm")
     with pytest.raises(UserError, match="not a bundled suite"):
-        operators.load_suite("nope")
+        op_workload.load_suite("nope")
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match=r"no \*\.txt"):
-        operators.load_suite(str(tmp_path / "empty"))
+        op_workload.load_suite(str(tmp_path / "empty"))
 
 
 def test_ranked_inputs_prefer_frequent_then_large() -> None:
@@ -122,52 +126,52 @@ def test_ranked_inputs_prefer_frequent_then_large() -> None:
         "cnt: 1, ((T([64, 64], f32),), {})\n"
         "cnt: 5, ((T([3], f32),), {})\n"
     )
-    ranked = operators.rank_inputs(log.inputs_for("aten.relu.default"))
+    ranked = op_workload.rank_inputs(log.inputs_for("aten.relu.default"))
     assert [item.label for item in ranked] == ["3 f32", "64x64 f32", "2x2 f32"]
 
 
 def test_inductor_config_presets_and_key_values() -> None:
-    assert operators.parse_backend("autotune").config_patches["max_autotune"] is True
-    backend = operators.parse_backend("max_autotune=false,max_autotune_gemm=1")
+    assert operators_cli.parse_backend("autotune").config_patches["max_autotune"] is True
+    backend = operators_cli.parse_backend("max_autotune=false,max_autotune_gemm=1")
     assert backend.config_patches == {"max_autotune": False, "max_autotune_gemm": True}
     with pytest.raises(UserError, match="no config option 'not_an_option'"):
-        operators.parse_backend("not_an_option=1")
+        operators_cli.parse_backend("not_an_option=1")
     with pytest.raises(UserError, match="expected true/false"):
-        operators.parse_backend("max_autotune=maybe")
+        operators_cli.parse_backend("max_autotune=maybe")
     with pytest.raises(UserError, match="not a preset"):
-        operators.parse_backend("fast")
+        operators_cli.parse_backend("fast")
 
 
 # --- statistics and CSV -----------------------------------------------------------
 
 
-def _measurement(eager: float, *compiled: float) -> operators.InputMeasurement:
-    return operators.InputMeasurement("aten.x.default", "in", "f:1", eager, compiled, (1.0,) * len(compiled))
+def _measurement(eager: float, *compiled: float) -> op_timing.InputMeasurement:
+    return op_timing.InputMeasurement("aten.x.default", "in", "f:1", eager, compiled, (1.0,) * len(compiled))
 
 
 def test_quantiles_and_csv_like_operatorbench() -> None:
-    backends = (operators.Backend("inductor"),)
+    backends = (op_timing.Backend("inductor"),)
     results = [_measurement(e, 1.0) for e in (1.0, 2.0, 3.0, 4.0, 5.0)]
-    results.append(operators.InputMeasurement("aten.x.default", "bad", "f:2", error="boom"))
-    summary = operators.summarize("aten.x.default", results, backends, elapsed_s=2.5)
+    results.append(op_timing.InputMeasurement("aten.x.default", "bad", "f:2", error="boom"))
+    summary = op_summary.summarize("aten.x.default", results, backends, elapsed_s=2.5)
     assert summary is not None
     assert summary.speedup_quantiles == ((pytest.approx(1.8), pytest.approx(3.0), pytest.approx(4.2)),)
     assert summary.mean_seconds == (3.0, 1.0) and summary.measured == 5 and summary.failed == 1
-    text = operators.render_csv([summary], operators.summary_backend_names(backends))
+    text = op_summary.render_csv([summary], op_summary.summary_backend_names(backends))
     rows = list(csv.reader(text.splitlines()))
     assert rows[0] == ["operator", "inductor 20th", "inductor 50th", "inductor 80th", "elapsed", "eager abs",
                        "inductor abs"]  # fmt: skip
     assert rows[1][:4] == ["aten.x.default", "1.800000", "3.000000", "4.200000"]
-    assert operators.summarize("aten.x.default", results[-1:], backends, 1.0) is None
+    assert op_summary.summarize("aten.x.default", results[-1:], backends, 1.0) is None
 
 
 def test_two_backends_add_a_ratio_column() -> None:
-    backends = (operators.Backend("inductor"), operators.Backend("autotune"))
-    summary = operators.summarize("aten.x.default", [_measurement(4.0, 2.0, 1.0)], backends, 1.0)
+    backends = (op_timing.Backend("inductor"), op_timing.Backend("autotune"))
+    summary = op_summary.summarize("aten.x.default", [_measurement(4.0, 2.0, 1.0)], backends, 1.0)
     assert summary is not None
     assert summary.backend_names == ("inductor", "autotune", "inductor/autotune")
     assert [q[1] for q in summary.speedup_quantiles] == [2.0, 4.0, 0.5]
-    assert operators.csv_header(summary.backend_names)[7:10] == [
+    assert op_summary.csv_header(summary.backend_names)[7:10] == [
         "inductor/autotune 20th",
         "inductor/autotune 50th",
         "inductor/autotune 80th",
@@ -176,23 +180,23 @@ def test_two_backends_add_a_ratio_column() -> None:
 
 def test_accuracy_check_reports_mismatches() -> None:
     item = parse_log_text(TINY_LOG).inputs_for("aten.relu.default")[0]
-    options = operators.MeasureOptions()
+    options = op_timing.MeasureOptions()
 
     def eager(x: torch.Tensor) -> tuple[torch.Tensor]:
         return (torch.relu(x),)
 
-    assert operators._check_accuracy(torch.ops.aten.relu.default, item, options, eager, eager) == "ok"
-    wrong = operators._check_accuracy(torch.ops.aten.relu.default, item, options, eager, lambda x: (x + 1,))
+    assert op_timing._check_accuracy(torch.ops.aten.relu.default, item, options, eager, eager) == "ok"
+    wrong = op_timing._check_accuracy(torch.ops.aten.relu.default, item, options, eager, lambda x: (x + 1,))
     assert wrong.startswith("mismatch (max abs diff")
 
 
 def test_half_to_float_follows_the_dtype_remap() -> None:
-    log = operators.load_suite(str(PYTORCH_LOGS)).log
+    log = op_workload.load_suite(str(PYTORCH_LOGS)).log
     (item,) = log.inputs_for("aten._softmax.default")
     softmax = torch.ops.aten._softmax.default
-    args, _ = operators.operator_arguments(softmax, item, operators.MeasureOptions(dtype="float32"))
+    args, _ = op_timing.operator_arguments(softmax, item, op_timing.MeasureOptions(dtype="float32"))
     assert args[0].dtype == torch.float32 and args[2] is False  # float input: plain float softmax
-    args, _ = operators.operator_arguments(softmax, item, operators.MeasureOptions(dtype="recorded"))
+    args, _ = op_timing.operator_arguments(softmax, item, op_timing.MeasureOptions(dtype="recorded"))
     assert args[0].dtype == torch.float16 and args[2] is True
 
 
@@ -203,16 +207,16 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     """One real compile_fx of aten.relu on CPU, accuracy-checked, then timed against eager."""
     log = parse_log_text(TINY_LOG, "tiny.txt")
     item = log.inputs_for("aten.relu.default")[0]
-    operators.configure_inductor_cache()
+    op_timing.configure_inductor_cache()
     torch.set_num_threads(1)
-    checked = operators.measure_inputs(
-        [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(accuracy_checking=True)
+    checked = op_timing.measure_inputs(
+        [(torch.ops.aten.relu.default, item)], op_timing.MeasureOptions(accuracy_checking=True)
     )
     (result,) = checked
     assert result.error is None and result.accuracy == "ok"
     assert result.compile_s[0] > 0
-    (timed,) = operators.measure_inputs(
-        [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(repeats=3, sample_window_s=0.005)
+    (timed,) = op_timing.measure_inputs(
+        [(torch.ops.aten.relu.default, item)], op_timing.MeasureOptions(repeats=3, sample_window_s=0.005)
     )
     assert timed.ok and timed.accuracy is None
     assert 0 < timed.eager_s < 0.01 and 0 < timed.compiled_s[0] < 0.01
@@ -229,7 +233,7 @@ def test_failing_input_is_recorded_and_the_run_goes_on(inductor_cache: Path) -> 
         (torch.ops.aten.mm.default, log.inputs_for("aten.mm.default")[0]),
         (torch.ops.aten.add.Tensor, log.inputs_for("aten.add.Tensor")[0]),
     ]
-    mm, sparse = operators.measure_inputs(pairs, operators.MeasureOptions(repeats=1))
+    mm, sparse = op_timing.measure_inputs(pairs, op_timing.MeasureOptions(repeats=1))
     assert mm.error and mm.location == "bad.txt:2"
     assert sparse.error.startswith("unsupported input: bad.txt:4: sparse")
 
@@ -273,8 +277,8 @@ def test_cuda_without_gpu_is_a_clear_error(tmp_path: Path, capsys: pytest.Captur
 @needs_cuda
 def test_cuda_timing(inductor_cache: Path) -> None:
     item = parse_log_text(TINY_LOG).inputs_for("aten.relu.default")[0]
-    (result,) = operators.measure_inputs(
-        [(torch.ops.aten.relu.default, item)], operators.MeasureOptions(device="cuda", repeats=2)
+    (result,) = op_timing.measure_inputs(
+        [(torch.ops.aten.relu.default, item)], op_timing.MeasureOptions(device="cuda", repeats=2)
     )
     assert result.ok and result.eager_s > 0 and result.compiled_s[0] > 0
 
@@ -345,7 +349,7 @@ def test_processes_combine_by_median_and_keep_failures() -> None:
         measured = {"op": {"inputs": inputs}, "skipped": {"skip": "why"}}
         return {"warm_up_s": 0.5, "elapsed_s": 9.0, "operators": measured}
 
-    combined = operators._combine_processes(
+    combined = op_asv._combine_processes(
         [run(2.0, 1.0, compile_s=3.0), run(9.0, 1.2, compile_s=0.1), run(2.2, 0.8, compile_s=0.1)]
     )
     entry = combined["operators"]["op"]["inputs"]["a"]
@@ -354,5 +358,5 @@ def test_processes_combine_by_median_and_keep_failures() -> None:
     assert entry["compile_s"] == 3.0  # the first process is the one that compiled
     assert entry["error"] is None and len(entry["per_process"]) == 3
     assert combined["operators"]["skipped"] == {"skip": "why"}
-    failed = operators._combine_processes([run(2.0, 1.0), run(2.0, 1.0, error="boom")])
+    failed = op_asv._combine_processes([run(2.0, 1.0), run(2.0, 1.0, error="boom")])
     assert failed["operators"]["op"]["inputs"]["a"]["error"] == "boom"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchkit.errors import UserError
-from benchkit.opinputs import (
+from benchkit.measure.operators.inputs import (
     DTYPE_ABBREVIATIONS,
     DtypeName,
     LogFormatError,
@@ -19,13 +19,10 @@ from benchkit.opinputs import (
     TorchName,
     UnsupportedInputError,
     format_call,
-    load_log,
-    load_logs,
-    materialize,
-    parse_call,
-    parse_log_text,
-    record,
 )
+from benchkit.measure.operators.log_format import load_log, load_logs, parse_call, parse_log_text
+from benchkit.measure.operators.materialize import materialize
+from benchkit.measure.operators.recorder import record
 
 REPO = Path(__file__).resolve().parent.parent
 PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "pytorch_operator_inp_logs"
@@ -141,7 +138,8 @@ def test_structural_errors() -> None:
 def test_parsing_never_imports_torch() -> None:
     # asv imports the benchmark module (which parses the bundled logs) in every process.
     code = (
-        "import sys; import benchmarks.operators as b; from benchkit.opinputs import load_log; "
+        "import sys; import benchmarks.operators as b; "
+        "from benchkit.measure.operators.log_format import load_log; "
         f"load_log({str(LONGFORMER)!r}); assert 'torch' not in sys.modules, 'torch imported'; "
         "print(len([n for n in vars(b) if n.startswith('aten_')]))"
     )
@@ -263,7 +261,7 @@ def test_recorder_round_trip(tmp_path: Path) -> None:
 
 
 def test_bundled_logs_parse() -> None:
-    from benchkit.models import BUNDLED_LOG_DIR, MODELS
+    from benchkit.measure.operators.models import BUNDLED_LOG_DIR, MODELS
 
     for name in MODELS:
         log = load_log(BUNDLED_LOG_DIR / f"{name}.txt")

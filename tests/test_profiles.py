@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from test_callgrind import count, needs_valgrind, real_batch
 
-from benchkit import profiles
 from benchkit.callgrind_track import BatchResult, CaseCount
 from benchkit.errors import UserError
+from benchkit.measure.callgrind import profiles
+from benchkit.report import diff as profile_diff
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHKIT = [sys.executable, "-m", "benchkit.cli"]
@@ -61,7 +62,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
 def test_diff_reports_total_and_functions_both_ways() -> None:
     base = profiles.Profile(profiles.cases_from_document(profiles.profile_document(batch(BASE))), {})
     head = profiles.Profile(profiles.cases_from_document(profiles.profile_document(batch(HEAD))), {})
-    diffs = profiles.diff_profiles(base, head)
+    diffs = profile_diff.diff_profiles(base, head)
     changed = diffs[0]
     assert changed.key == KEY and changed.status == "changed"
     assert changed.base == 1_000.0 and changed.head == 1_030.0
@@ -69,13 +70,13 @@ def test_diff_reports_total_and_functions_both_ways() -> None:
     assert [(d.function, d.delta) for d in changed.increases] == [("aten/add.cpp:add", 40.0)]
     assert [(d.function, d.delta) for d in changed.decreases] == [("malloc.c:malloc", -10.0)]
     assert diffs[1].key == OTHER and diffs[1].status == "unchanged"
-    text = profiles.format_diff(diffs, "base", "head")
+    text = profile_diff.format_diff(diffs, "base", "head")
     assert "1,000.0 -> 1,030.0  (+30.0, +3.000%)" in text
     assert "+40.0  aten/add.cpp:add" in text and "-10.0  malloc.c:malloc" in text
     assert OTHER not in text and "1 changed, 1 unchanged" in text
-    assert [d.key for d in profiles.diff_profiles(base, head, pattern="C\\+\\+")] == [OTHER]
+    assert [d.key for d in profile_diff.diff_profiles(base, head, pattern="C\\+\\+")] == [OTHER]
     with pytest.raises(UserError, match="not a valid regular expression"):
-        profiles.diff_profiles(base, head, pattern="(")
+        profile_diff.diff_profiles(base, head, pattern="(")
 
 
 @needs_valgrind
@@ -86,13 +87,13 @@ def test_diff_of_real_profiles_names_the_added_work() -> None:
     base_case, head_case = cases[count("add").key], cases[count("add and mul").key]
     base = profiles.Profile({"x": base_case}, {})
     head = profiles.Profile({"x": dataclass_replace_key(head_case, base_case.key)}, {})
-    (diff,) = profiles.diff_profiles(base, head, top=15)
+    (diff,) = profile_diff.diff_profiles(base, head, top=15)
     assert diff.delta == pytest.approx(count("add and mul").instructions - count("add").instructions)
     assert diff.relative > 0.3
     # The second op's machinery (TensorIterator, allocation) moves most ...
     assert any("TensorIterator" in d.function for d in diff.increases[:15]), diff.increases
     # ... and the functions that only head runs are mul's own.
-    moved = profiles.diff_case(base_case, dataclass_replace_key(head_case, base_case.key), top=10**6)
+    moved = profile_diff.diff_case(base_case, dataclass_replace_key(head_case, base_case.key), top=10**6)
     only_head = {d.function for d in moved.increases if d.base == 0}
     assert any("THPVariable_mul" in f for f in only_head) and any("mul_kernel" in f for f in only_head)
     assert not any("add_kernel" in f for f in only_head)
@@ -113,7 +114,7 @@ def test_failed_and_missing_cases_are_reported() -> None:
     del head_batch.counts[OTHER]
     base = profiles.Profile(profiles.cases_from_document(profiles.profile_document(base_batch)), {})
     head = profiles.Profile(profiles.cases_from_document(profiles.profile_document(head_batch)), {})
-    by_key = {d.key: d for d in profiles.diff_profiles(base, head)}
+    by_key = {d.key: d for d in profile_diff.diff_profiles(base, head)}
     assert by_key[KEY].status == "failed" and "RuntimeError: broke" in by_key[KEY].note
     assert by_key[OTHER].status == "removed"
 
@@ -177,14 +178,14 @@ def _stored(tmp_path: Path) -> Path:
 
 def test_resolve_by_commit_prefix(tmp_path: Path) -> None:
     config = _stored(tmp_path)
-    found = profiles.find_profiles(tmp_path / "my-results")
+    found = profile_diff.find_profiles(tmp_path / "my-results")
     assert [(p.machine, p.commit[:1], p.env_name) for p in found] == [
         ("box", "a", "env"),
         ("box", "b", "env"),
     ]
-    assert profiles.resolve_profile("aaaa", config).name.startswith("a" * 40)
+    assert profile_diff.resolve_profile("aaaa", config).name.startswith("a" * 40)
     with pytest.raises(UserError, match="no stored profile"):
-        profiles.resolve_profile("aaaa", config, env="other-env")
+        profile_diff.resolve_profile("aaaa", config, env="other-env")
 
 
 def test_diff_command_line(tmp_path: Path) -> None:
@@ -217,7 +218,7 @@ def test_asv_run_stores_counts_and_profiles(tmp_path: Path) -> None:
 
     definitions = tmp_path / "defs.py"
     definitions.write_text(
-        "from benchkit.api import TimerArgs\n"
+        "from benchkit.define.api import TimerArgs\n"
         "BENCHMARKS = {'mine': {'add': TimerArgs('x + 1', 'x = torch.ones(4, 4)'),\n"
         "    'cpp add': TimerArgs('x + 1;', 'auto x = torch::ones({4, 4});', language='cpp')}}\n"
     )
@@ -234,7 +235,7 @@ def test_asv_run_stores_counts_and_profiles(tmp_path: Path) -> None:
     }
     assert len(values) == 2 and all(3_000 < v[0][0] < 100_000 for v in values.values()), values
     commit = results["commit_hash"]
-    (stored,) = profiles.find_profiles(project.root / "results", MACHINE)
+    (stored,) = profile_diff.find_profiles(project.root / "results", MACHINE)
     assert stored.commit == commit and stored.env_name == results["env_name"]
     profile = profiles.load_profile(stored.path)
     assert {k.split(" |")[0] for k in profile.cases} == {"mine/add", "mine/cpp add"}

@@ -12,7 +12,7 @@ from test_asv_e2e import MACHINE, make_project
 from test_build_torch import LOCAL_WHEEL
 from test_check import BASE, HEAD, Project
 
-from benchkit import run_summary
+from benchkit.report import run_summary
 
 
 def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from test_asv_e2e import MACHINE, AsvProject, make_project
 from test_build_torch import LOCAL_WHEEL
 
-from benchkit.profiles import load_profile
+from benchkit.measure.callgrind.profiles import load_profile
 
 pytestmark = pytest.mark.slow
 ROUNDS = ["--interleave-rounds", "-a", "rounds=2", "-a", "repeat=(2,3,1.0)", "--record-samples"]

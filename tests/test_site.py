@@ -32,8 +32,15 @@ from typing import Any
 
 import pytest
 
-from benchkit import check, cli, profiles, site
+from benchkit import cli
 from benchkit.errors import UserError
+from benchkit.history import results
+from benchkit.measure.callgrind import profiles
+from benchkit.report import check, check_config
+from benchkit.report import diff as profile_diff
+from benchkit.report.site import data as site_data
+from benchkit.report.site import pages
+from benchkit.report.site import publish as site_publish
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The why pages' function groups, in the order the pages list them (docs/site.md).
@@ -286,11 +293,11 @@ def test_publish_writes_asv_site_and_benchkit_pages(site_dir: Path) -> None:
         assert (site_dir / page).is_file(), page
     assert (site_dir / "README.md").read_text() == "kept\n"  # asv publish wipes the folder; we keep it
     index = (site_dir / "index.html").read_text()
-    for file, label in site.PAGES:
+    for file, label in pages.PAGES:
         assert f'<a href="{file}">{label}</a>' in index
     assert not re.search(r"<script[^>]+src=\"https?://", index), "asv's page still loads scripts from a CDN"
     assert not re.search(r"<link[^>]+href=\"https?://", index)
-    for vendored in site.VENDORED.values():
+    for vendored in site_publish.VENDORED.values():
         assert (site_dir / "vendor" / vendored).is_file(), vendored
     # A web server running as another user can read every page.
     for page in [*site_dir.glob("*.html"), *site_dir.glob("why/*.html")]:
@@ -304,7 +311,7 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
     flagged_total = 0
     for base, head in itertools.pairwise(commits):
         verdict = check.run_check(base, head, asv_config=project)
-        flagged = {c.name for c in verdict.comparisons if c.status in site.CHANGED_STATUSES}
+        flagged = {c.name for c in verdict.comparisons if c.status in site_data.CHANGED_STATUSES}
         flagged_total += len(flagged)
         anchor = f'id="pair-synthetic-main-{base[:8]}-{head[:8]}"'
         assert anchor in text
@@ -325,14 +332,14 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
 def test_why_pages_explain_every_instruction_change_from_the_stored_profiles(
     site_dir: Path, project: Path
 ) -> None:
-    data = site.load_site_data(project)
-    stored = {(p.commit, p.env_name): p.path for p in profiles.find_profiles(data.conf.results_dir)}
+    data = site_data.load_site_data(project)
+    stored = {(p.commit, p.env_name): p.path for p in profile_diff.find_profiles(data.conf.results_dir)}
     explained = 0
-    for pair in site.pair_changes(data):
+    for pair in site_data.pair_changes(data):
         for c in pair.changes:
             if c.metric != "instructions":
                 continue
-            page = (site_dir / site.why_file(pair, c.name)).read_text()
+            page = (site_dir / pages.why_file(pair, c.name)).read_text()
             key = data.benchmarks[c.name].pretty.removesuffix(" [track_instructions]")
             base = profiles.load_profile(stored[(pair.base.commit, c.env)]).cases[key].per_execution()
             head = profiles.load_profile(stored[(pair.head.commit, c.env)]).cases[key].per_execution()
@@ -360,7 +367,7 @@ def test_why_pages_find_cases_without_benchmarks_json(tmp_path: Path) -> None:
     listing = tmp_path / "results" / "benchmarks.json"
     kept = {k: v for k, v in json.loads(listing.read_text()).items() if "track_instructions" not in k}
     listing.write_text(json.dumps(kept))
-    html_dir = site.publish(conf)
+    html_dir = site_publish.publish(conf)
     index = (html_dir / "why.html").read_text()
     assert index.count("function diff</a>") > 0 and "no profiles" not in index
 
@@ -368,7 +375,7 @@ def test_why_pages_find_cases_without_benchmarks_json(tmp_path: Path) -> None:
 def test_changes_without_profiles_say_so(tmp_path: Path) -> None:
     conf = bench_publish.make_project(tmp_path, commits=3, benchmarks=20, seed=5, step_chance=0.5,
                                       with_profiles=False)  # fmt: skip
-    html_dir = site.publish(conf)
+    html_dir = site_publish.publish(conf)
     assert not list((html_dir / "why").glob("*.html"))
     changes = (html_dir / "changes.html").read_text()
     assert "Instruction counts (" in changes and "no profiles" in changes
@@ -380,9 +387,9 @@ def test_a_single_build_has_nothing_to_compare_and_a_bad_config_is_named(tmp_pat
     bad = tmp_path / "benchkit-check.json"
     bad.write_text(json.dumps({"thresholds": {"instructions": "tight"}}))
     with pytest.raises(UserError, match=r"benchkit-check\.json: \[thresholds\] instructions"):
-        site.publish(conf)
+        site_publish.publish(conf)
     bad.unlink()
-    html_dir = site.publish(conf)
+    html_dir = site_publish.publish(conf)
     assert "No branch has two measured commits yet" in (html_dir / "changes.html").read_text()
     assert "No instruction-count change" in (html_dir / "why.html").read_text()
     assert (html_dir / "operators.html").read_text().count('<section class="ops"') == 1
@@ -391,10 +398,10 @@ def test_a_single_build_has_nothing_to_compare_and_a_bad_config_is_named(tmp_pat
 def test_operator_rows_summarize_inputs_like_operatorbench(project: Path) -> None:
     import numpy as np
 
-    data = site.load_site_data(project)
+    data = site_data.load_site_data(project)
     commit = _main_commits(project)[-1]
     result_set = data.results[("synthetic", commit)]
-    rows = {r.operator: r for r in site.operator_rows(result_set, data.benchmarks)}
+    rows = {r.operator: r for r in site_data.operator_rows(result_set, data.benchmarks)}
     assert "aten.add.Tensor" in rows  # class name aten_add_Tensor mapped back to the operator
     row = rows["aten.add.Tensor"]
     ratios = [
@@ -441,29 +448,29 @@ def test_operator_rows_summarize_inputs_like_operatorbench(project: Path) -> Non
     ],
 )  # fmt: skip
 def test_functions_are_grouped_by_where_they_live(function: str, group: str) -> None:
-    assert site.function_group(function) == group
+    assert pages.function_group(function) == group
 
 
 def test_values_keep_their_unit_when_benchmarks_json_lacks_the_benchmark() -> None:
     # asv rewrites benchmarks.json for the benchmarks of its latest run; older results keep
     # names it no longer lists, so their unit comes from the method name.
-    config = check.parse_check_config({}, "defaults")
-    before = check.Measurement(2.5e-5, None, None, "v1")
-    after = check.Measurement(5e-5, None, None, "v1")
+    config = check_config.parse_check_config({}, "defaults")
+    before = results.Measurement(2.5e-5, None, None, "v1")
+    after = results.Measurement(5e-5, None, None, "v1")
     wall = check.compare_one("ic.Case.time_wall", "env", None, before, after, config)
-    assert site._fmt_value(wall, wall.after) == "50.0μs"
+    assert pages.fmt_value(wall, wall.after) == "50.0μs"
     counts = check.compare_one("ic.Case.track_instructions", "env", None,
-                               check.Measurement(1234567.0, None, None, "v1"), None, config)  # fmt: skip
-    assert site._fmt_value(counts, counts.before) == "1,234,567"
+                               results.Measurement(1234567.0, None, None, "v1"), None, config)  # fmt: skip
+    assert pages.fmt_value(counts, counts.before) == "1,234,567"
 
 
 def test_publish_without_results_is_a_clear_error(tmp_path: Path) -> None:
     conf = tmp_path / "asv.conf.json"
     conf.write_text(json.dumps({"version": 1, "repo": "nowhere", "results_dir": "results"}))
     with pytest.raises(UserError, match="no asv results"):
-        site.load_site_data(conf)
+        site_data.load_site_data(conf)
     with pytest.raises(UserError, match="not found"):
-        site.publish(tmp_path / "missing.json")
+        site_publish.publish(tmp_path / "missing.json")
 
 
 # ------------------------------------------------------------- in a browser
@@ -564,7 +571,7 @@ def test_asv_pages_render_offline_with_benchkit_links(
     _assert_clean(browser, f"index.html from {opened_from}")
     assert not browser.evaluate("$('#error').is(':visible')")
     links = browser.evaluate("[...document.querySelectorAll('li.benchkit-nav a')].map(a => a.textContent)")
-    assert links == [label for _, label in site.PAGES]
+    assert links == [label for _, label in pages.PAGES]
     browser.screenshot(shots / f"asv-index-{opened_from.split()[-1]}.png")
     # A graph link taken from the changes page opens asv's graph of that benchmark.
     changes = (site_dir / "changes.html").read_text()
@@ -624,7 +631,7 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     assert linear.startswith(' class="regression"')
     assert float(re.search(r"×([0-9.]+) \(", linear).group(1)) > 1.5  # type: ignore[union-attr]
     assert UPSTREAM_2_13 in changes  # the wheel's torch.version.git_version, linked
-    data = site.load_site_data(project.config)
+    data = site_data.load_site_data(project.config)
     # The suite records Callgrind counts (valgrind is part of the install): Linear's extra call
     # must be explained.
     assert any(i.key.endswith(".track_instructions") for i in data.benchmarks.values())
@@ -653,7 +660,7 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
 
 
 DEMO_DEFINITIONS = """
-from benchkit.api import GroupedSetup, GroupedStmts
+from benchkit.define.api import GroupedSetup, GroupedStmts
 
 BENCHMARKS = {{"site demo": {{"linear": GroupedStmts(
     py_stmt={stmt!r},
@@ -704,7 +711,7 @@ def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> N
         stored.mkdir(parents=True, exist_ok=True)
         shutil.copy(counted[version], stored / f"{commit}-{result.env_name}{profiles.SUFFIX}")
 
-    html_dir = site.publish(conf)
+    html_dir = site_publish.publish(conf)
     changes = (html_dir / "changes.html").read_text()
     row = r'title="instruction_counts\.site_demo_linear\.track_instructions">.*?<a href="(why/\w+\.html)"'
     why = re.search(row, changes, re.S)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchkit.api import GroupedSetup, GroupedStmts, Language, TimerArgs
-from benchkit.cpp_batch import CppSuite, Snippet, layout
-from benchkit.expand import materialize
-from benchkit.timing import MeasuredClock, blocked_autorange, prepare
+from benchkit.define.api import GroupedSetup, GroupedStmts, Language, TimerArgs
+from benchkit.define.expand import materialize
+from benchkit.measure.cpp.shards import CppSuite, Snippet, layout
+from benchkit.measure.walltime.timing import MeasuredClock, blocked_autorange, prepare
 
 
 def test_python_case_times_the_statement() -> None:
@@ -48,7 +48,7 @@ def test_measured_clock_reports_per_execution_time() -> None:
 
 
 def test_cpp_layout_is_deterministic_and_groups_by_global_setup() -> None:
-    from benchkit.cpp_batch import SNIPPETS_PER_SHARD
+    from benchkit.measure.cpp.shards import SNIPPETS_PER_SHARD
 
     n = SNIPPETS_PER_SHARD + 10
     snippets = [Snippet(f"x + {i};", "auto x = torch::ones({1});", "", 1) for i in range(n)]
@@ -104,7 +104,7 @@ def test_python_threads_are_set() -> None:
 
 
 def test_unscriptable_model_is_skipped_with_reason() -> None:
-    from benchkit.timing import CaseSkipped
+    from benchkit.measure.walltime.timing import CaseSkipped
 
     cases = materialize(
         {
@@ -122,7 +122,7 @@ def test_unscriptable_model_is_skipped_with_reason() -> None:
 
 
 def test_precompiled_header_only_when_cores_have_several_shards_each() -> None:
-    from benchkit.cpp_batch import worth_precompiling
+    from benchkit.measure.cpp.shards import worth_precompiling
 
     assert not worth_precompiling(missing=2, jobs=2)  # one shard per core: parse in parallel
     assert not worth_precompiling(missing=4, jobs=2)
@@ -132,7 +132,7 @@ def test_precompiled_header_only_when_cores_have_several_shards_each() -> None:
 
 def test_shards_compile_with_a_precompiled_header() -> None:
     """With torch's headers precompiled, every shard compiles with them."""
-    from benchkit import cpp_batch
+    from benchkit.measure.cpp import shards as cpp_batch
 
     cases = [
         TimerArgs("auto y = x + 1;", "auto x = torch::ones({2});", language=Language.CPP),

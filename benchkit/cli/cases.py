@@ -1,0 +1,154 @@
+"""`benchkit list` and `benchkit run`: the suite's cases, and their wall time outside asv."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from benchkit.util import atomic_write_json
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--definitions",
+        action="append",
+        metavar="PATH",
+        help="a definitions module (a .py file with BENCHMARKS); repeatable. "
+        "Default: the standard suite plus $BENCHKIT_DEFINITIONS",
+    )
+    parser.add_argument(
+        "--no-standard", action="store_true", help="leave out the standard suite (use only --definitions)"
+    )
+    parser.add_argument("--filter", metavar="REGEX", help="only cases whose full key matches REGEX")
+
+
+def selected_cases(args: argparse.Namespace) -> list[Any]:
+    """The cases chosen by the shared --definitions/--no-standard/--filter options."""
+    from benchkit.define.expand import select
+    from benchkit.define.loader import load_cases
+
+    standard = False if args.no_standard else (None if not args.definitions else True)
+    return select(load_cases(args.definitions, standard=standard), args.filter)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="print every concrete case, one per line")
+    _add_selection(p)
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="measure wall time of cases in isolated worker processes")
+    _add_selection(p)
+    p.add_argument("--json", metavar="OUT", help="also write results as JSON to OUT")
+    p.add_argument("--jobs", type=int, default=None, help="cases measured at once (default: one per core)")
+    p.add_argument("--min-run-time", type=float, default=0.2, help="seconds measured per case (default 0.2)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a case is killed (300)")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    cases = selected_cases(args)
+    for case in cases:
+        modes = case.autolabels.as_dict
+        print(
+            f"{'/'.join(case.label)}\t{modes['runtime']}\t{modes['autograd']}\t"
+            f"{modes['language']}\t{case.timer_args.num_threads} thread(s)"
+        )
+    print(f"{len(cases)} case(s)", file=sys.stderr)
+    return 0
+
+
+def _measurement(case: Any, outcome: Any) -> Any:
+    from torch.utils.benchmark import Measurement
+    from torch.utils.benchmark.utils.common import TaskSpec
+
+    modes = case.autolabels.as_dict
+    variant = ", ".join(v for v in (modes["runtime"], modes["autograd"]) if v != "explicit")
+    sub_label = "/".join(case.label[1:]) or case.label[0]
+    return Measurement(
+        number_per_run=outcome.block_size,
+        raw_times=list(outcome.block_seconds),
+        task_spec=TaskSpec(
+            stmt=case.timer_args.stmt,
+            setup=case.timer_args.setup,
+            global_setup=case.timer_args.global_setup,
+            label=case.label[0],
+            sub_label=f"{sub_label} [{variant}]" if variant else sub_label,
+            description=modes["language"],
+            num_threads=case.timer_args.num_threads,
+        ),
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from benchkit.measure.cpp.shards import CppSuite, build_all
+    from benchkit.measure.walltime.worker import Outcome, run_cases
+
+    cases = selected_cases(args)
+    if not cases:
+        print("no case matches", file=sys.stderr)
+        return 1
+    cpp_suite = CppSuite([c.timer_args for c in cases])
+    compile_errors = build_all(cpp_suite.shards, progress=lambda m: print(m, file=sys.stderr, flush=True))
+
+    from benchkit.define.api import Language
+    from benchkit.measure.cpp.shards import Snippet
+
+    to_run, outcomes = [], {}
+    for case in cases:
+        a = case.timer_args
+        error = compile_errors.get(Snippet.of(a).key) if a.language is Language.CPP else None
+        if error:
+            outcomes[case.key] = Outcome(case.key, "failed", error=error)
+        else:
+            to_run.append((case.key, a))
+
+    def report(outcome: Outcome, done: int, total: int) -> None:
+        if outcome.status == "ok":
+            per_call = min(outcome.block_seconds) / outcome.block_size
+            result = f"{per_call * 1e6:10.3f} us (best block)"
+        else:
+            result = f"{outcome.status.upper()}: {outcome.error.strip().splitlines()[-1][:120]}"
+        print(f"[{done:>4}/{total}] {result}  {outcome.key}", file=sys.stderr, flush=True)
+
+    for outcome in run_cases(
+        to_run,
+        cpp_suite,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        min_run_time=args.min_run_time,
+        on_done=report,
+    ):
+        outcomes[outcome.key] = outcome
+
+    from torch.utils.benchmark import Compare
+
+    measurements = [_measurement(c, outcomes[c.key]) for c in cases if outcomes[c.key].status == "ok"]
+    if measurements:
+        compare = Compare(measurements)
+        compare.trim_significant_figures()
+        compare.print()
+    bad = [o for o in outcomes.values() if o.status != "ok"]
+    for o in bad:
+        print(f"{o.status}: {o.key}\n{o.error.rstrip()}\n", file=sys.stderr)
+    if args.json:
+        payload = {}
+        for case in cases:
+            o = outcomes[case.key]
+            entry: dict[str, Any] = {"label": list(case.label), **case.autolabels.as_dict}
+            entry.update(num_threads=case.timer_args.num_threads, status=o.status)
+            if o.status == "ok":
+                m = _measurement(case, o)
+                entry.update(median_s=m.median, iqr_s=m.iqr, block_size=o.block_size, times_s=m.times)
+            else:
+                entry["error"] = o.error
+            payload[case.key] = entry
+        atomic_write_json(args.json, payload)
+        print(f"wrote {args.json}", file=sys.stderr)
+    ok = len(cases) - len(bad)
+    print(
+        f"{ok} measured, {sum(o.status == 'failed' for o in bad)} failed, "
+        f"{sum(o.status == 'skipped' for o in bad)} skipped",
+        file=sys.stderr,
+    )
+    return 1 if any(o.status == "failed" for o in bad) else 0

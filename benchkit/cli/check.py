@@ -1,0 +1,58 @@
+"""`benchkit check BASE HEAD`: the regression gate (see `benchkit.report.check`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from benchkit.report import check as gate
+from benchkit.report.check import WHY_HINT, run_check
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    verdict = run_check(
+        args.base,
+        args.head,
+        asv_config=args.asv_config,
+        config_path=args.config,
+        machine=args.machine,
+        env=args.env,
+        factor=args.factor,
+        show_unchanged=args.show_unchanged,
+    )
+    sys.stdout.write(verdict.markdown)
+    for problem in verdict.problems:
+        print(f"benchkit check: could not compare: {problem}", file=sys.stderr)
+    if verdict.problems:
+        print(f"benchkit check: {WHY_HINT}", file=sys.stderr)
+    if args.markdown:
+        from benchkit.util import atomic_write_text
+
+        atomic_write_text(args.markdown, verdict.markdown)
+    return verdict.exit_code
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "check",
+        help="regression gate over asv results of two commits "
+        "(exit 0 ok, 1 regression or lost benchmark, 2 cannot compare)",
+        description=gate.__doc__.split("\n\n")[0],  # type: ignore[union-attr],
+    )
+    parser.add_argument("base", metavar="BASE", help="reference commit: branch, tag or hash (e.g. main)")
+    parser.add_argument("head", metavar="HEAD", help="commit under test (e.g. a PR branch)")
+    parser.add_argument(
+        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="thresholds and per-benchmark overrides (default: benchkit-check.toml/.json by asv.conf.json)",
+    )
+    parser.add_argument("--machine", help="asv machine name (needed when results hold several machines)")
+    parser.add_argument("--env", help="compare only this asv environment")
+    parser.add_argument("--factor", type=float, help="wall-time factor, e.g. 1.10 (overrides the config)")
+    parser.add_argument("--markdown", type=Path, help="also write the Markdown report to this file")
+    parser.add_argument("--show-unchanged", action="store_true", help="list unchanged benchmarks too")
+    parser.set_defaults(func=_cmd_check)

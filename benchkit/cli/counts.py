@@ -1,0 +1,77 @@
+"""`benchkit counts`: Callgrind instruction counts of cases, outside asv."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchkit.measure.callgrind.policy import DEFAULT_CASE_TIMEOUT
+from benchkit.measure.callgrind.results import BatchResult, ValgrindUnavailable
+from benchkit.measure.callgrind.supervisor import collect
+
+
+def counts_json(result: BatchResult) -> dict[str, Any]:
+    """``{case key: {"instructions": N, ...}}`` with the batch's CPU capability on each."""
+    capability = result.metadata.get("cpu_capability_under_valgrind")
+    return {key: {**count.summary(), "cpu_capability": capability} for key, count in result.counts.items()}
+
+
+def _cmd_counts(args: argparse.Namespace) -> int:
+    from benchkit.define.expand import select
+    from benchkit.define.loader import load_cases
+    from benchkit.errors import UserError
+    from benchkit.util import atomic_write_json
+
+    cases = select(load_cases(args.definitions), args.filter)
+    if not cases:
+        raise UserError(f"no case matches --filter {args.filter!r}")
+    try:
+        result = collect(cases, jobs=args.jobs, case_timeout=args.case_timeout, keep_files=args.keep_files)
+    except ValgrindUnavailable as e:
+        raise UserError(str(e)) from None
+    failed = [c for c in result.counts.values() if c.status == "failed"]
+    meta = result.metadata
+    print(
+        f"{len(result.counts) - len(failed)}/{len(result.counts)} case(s) counted in {result.seconds:.0f}s "
+        f"({meta['valgrind']}, CPU capability under valgrind: {meta['cpu_capability_under_valgrind']}, "
+        f"native: {meta['cpu_capability_native']}, ASLR {meta['aslr']})",
+        file=sys.stderr,
+    )
+    width = max(len(k) for k in result.counts)
+    for key, count in result.counts.items():
+        value = f"{count.instructions:>14,.1f}" if count.status == "ok" else f"{count.status:>14}"
+        print(f"{key:<{width}}  {value}")
+    if args.json:
+        atomic_write_json(args.json, counts_json(result))
+    if args.profile:
+        from benchkit.measure.callgrind.profiles import save_profile
+
+        save_profile(args.profile, result)
+    return 1 if failed else 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "counts",
+        help="Callgrind instruction counts of cases (outside asv)",
+        description="Count instructions per statement execution under Callgrind, in batches.",
+    )
+    parser.add_argument(
+        "--definitions",
+        action="append",
+        metavar="PATH",
+        help="benchmark definitions module (repeatable; default: BENCHKIT_DEFINITIONS)",
+    )
+    parser.add_argument("--filter", metavar="REGEX", help="only cases whose key matches")
+    parser.add_argument("--json", type=Path, metavar="OUT", help='write {case: {"instructions": N, ...}}')
+    parser.add_argument(
+        "--profile", type=Path, metavar="OUT", help="also save function-level profiles (.json.gz)"
+    )
+    parser.add_argument("--jobs", type=int, help="valgrind workers (default: one per core)")
+    parser.add_argument(
+        "--case-timeout", type=float, default=DEFAULT_CASE_TIMEOUT, help="seconds per case (default 300)"
+    )
+    parser.add_argument("--keep-files", action="store_true", help="keep callgrind dumps and worker logs")
+    parser.set_defaults(func=_cmd_counts)

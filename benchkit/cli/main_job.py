@@ -1,0 +1,65 @@
+"""`benchkit main`: the whole job, from nothing to a published site (see `benchkit.mainjob`)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from benchkit import mainjob
+from benchkit.errors import UserError
+from benchkit.history import repo as history
+from benchkit.mainjob import run_main_job
+
+
+def _cmd_main(args: argparse.Namespace) -> int:
+    if shutil.which("git") is None:
+        raise UserError("git is needed for the torch history and asv; install it first")
+    try:
+        return run_main_job(
+            args.asv_config,
+            builds=args.build,
+            include_index=not args.no_index,
+            full=args.full,
+            rerun=args.rerun,
+            bench=args.bench,
+            machine=args.machine,
+        )
+    except KeyboardInterrupt:
+        print(
+            "benchkit main: interrupted. Run it again to resume; commits with results are kept.",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "main",
+        help="the whole job: torch history -> asv run on every build -> html/ -> what changed",
+        description=(mainjob.__doc__ or "").split("\n\n")[0],
+    )
+    parser.add_argument("--full", action="store_true", help="the suite's own repeats and rounds (slower)")
+    parser.add_argument(
+        "--rerun", action="store_true", help="measure commits that already have results again"
+    )
+    parser.add_argument(
+        "--build",
+        action="append",
+        metavar="WHEEL",
+        help="torch builds for the history instead of the defaults (repeatable: wheel file or requirement)",
+    )
+    parser.add_argument(
+        "--no-index",
+        action="store_true",
+        help=f"leave {history.DEFAULT_INDEX_REQUIREMENT} out of the defaults",
+    )
+    parser.add_argument(
+        "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
+    )
+    parser.add_argument("--machine", help="asv machine name (default: this host's)")
+    parser.add_argument(
+        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
+    )
+    parser.set_defaults(func=_cmd_main)

@@ -1,0 +1,140 @@
+"""asv's results of a history, read through asv's own API: config, commits, measurements.
+
+Everything that reports on history (the gate, the run summary, the site, profile
+lookup) reads results through this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchkit.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One benchmark (one parameter combination) of one commit, as asv recorded it."""
+
+    value: float | None  # None: the benchmark failed
+    stats: Mapping[str, Any] | None
+    samples: Sequence[float] | None
+    version: str | None
+
+    @property
+    def failed(self) -> bool:
+        return self.value is None
+
+    @property
+    def skipped(self) -> bool:
+        return isinstance(self.value, float) and math.isnan(self.value)
+
+    @property
+    def has_number(self) -> bool:
+        return not (self.failed or self.skipped)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultSet:
+    commit: str
+    machine: str
+    measurements: Mapping[tuple[str, str], Measurement]  # (benchmark name with params, env) -> measurement
+
+
+def load_asv_config(path: Path) -> Any:
+    from asv import config as asv_config
+    from asv import util as asv_util
+
+    if not path.is_file():
+        raise UserError(f"asv config {path} not found")
+    try:
+        conf = asv_config.Config.load(str(path))
+    except asv_util.UserError as e:
+        raise UserError(f"{path}: {e}") from None
+    conf_dir = path.resolve().parent
+    # asv resolves paths against the config's folder (it chdirs there); do the same without chdir.
+    conf.results_dir = str(conf_dir / conf.results_dir)
+    if isinstance(conf.repo, str) and not re.match(r"^[a-z]+://|^git@", conf.repo):
+        conf.repo = str(conf_dir / conf.repo)
+    return conf
+
+
+def resolve_commit(conf: Any, name: str, machine: str) -> str:
+    """A branch/tag/hash of the history, or a hash prefix of stored results."""
+    from asv import results as asv_results
+    from asv import util as asv_util
+    from asv.repo import NoSuchNameError, get_repo
+
+    try:
+        repo = get_repo(conf)
+        return str(repo.get_hash_from_name(name))
+    except (NoSuchNameError, asv_util.UserError, asv_util.ProcessError, OSError):
+        pass
+    try:
+        prefix = asv_results.get_result_hash_from_prefix(conf.results_dir, machine, name)
+    except asv_util.UserError as e:
+        raise UserError(f"{name!r}: {e}") from None
+    if prefix is None:
+        raise UserError(f"{name!r} is neither a name in the history {conf.repo} nor a commit with results")
+    return str(prefix)
+
+
+def result_machines(results_dir: str) -> list[str]:
+    from asv.machine import iter_machine_files
+
+    return sorted({Path(p).parent.name for p in iter_machine_files(results_dir)})
+
+
+def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tuple[Any, ...]]:
+    from asv.commands.compare import unroll_result
+
+    return unroll_result(key, params, *columns)
+
+
+def load_result_set(conf: Any, commit: str, machine: str, env: str | None = None) -> ResultSet:
+    from asv import results as asv_results
+
+    measurements: dict[tuple[str, str], Measurement] = {}
+    for result in asv_results.iter_results_for_machine_and_hash(conf.results_dir, machine, commit):
+        if env is not None and result.env_name != env:
+            continue
+        for key in result.get_all_result_keys():
+            params = result.get_result_params(key)
+            version = result.benchmark_version.get(key)
+            columns = (
+                result.get_result_value(key, params),
+                result.get_result_stats(key, params),
+                result.get_result_samples(key, params),
+            )
+            for name, value, stats, samples in unrolled_results(key, params, *columns):
+                measurements[(name, result.env_name)] = Measurement(value, stats, samples, version)
+    return ResultSet(commit, machine, measurements)
+
+
+def benchmark_units(conf: Any) -> dict[str, str | None]:
+    from asv import util as asv_util
+    from asv.benchmarks import Benchmarks
+
+    try:
+        benchmarks = Benchmarks.load(conf)
+    except asv_util.UserError:
+        return {}
+    return {name: info.get("unit") for name, info in benchmarks.items()}
+
+
+def default_metric(name: str, unit: str | None) -> str:
+    """The metric by asv's unit; by the method name when benchmarks.json lacks the benchmark.
+
+    (Any `asv run -b REGEX` in the same results folder rewrites benchmarks.json
+    with only the benchmarks it selected, so older results can lose their unit.)
+    """
+    method = name.split("(")[0].rsplit(".", 1)[-1]
+    if unit == "instructions" or (unit is None and method.endswith("instructions")):
+        return "instructions"
+    if unit == "seconds" or (unit is None and method.startswith("time_")):
+        return "wall_time"
+    return "ratio"

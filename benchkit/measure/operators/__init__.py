@@ -1,0 +1,18 @@
+"""TorchInductor operator speedups: each aten op on logged inputs, eager vs compiled.
+
+The method follows PyTorch's ``operatorbench.py``: for every logged input of
+an operator, build a one-node FX graph (``gen_gm_and_inputs``), compile it
+with ``compile_fx`` (once per inductor config), time eager and compiled
+*interleaved* so changing machine load hits both alike, and report the
+20th/50th/80th percentile of eager/compiled speedups across inputs.
+
+Differences, all deliberate: logs are parsed without ``eval``
+(`benchkit.measure.operators.inputs`), operator names are resolved by attribute lookup, the
+CPU path is first class and built for repeatability on shared machines (one
+thread, call-by-call alternation, rounds spread over all inputs, fastest round
+kept; see `measure_inputs`), compile time is measured per input, the inductor
+cache lives in benchkit's cache (per torch build) so repeated runs are warm,
+and ops that inductor only hands back to aten ("fallbacks") are skipped with
+that reason because their ratio measures nothing but wrapper overhead.
+
+The package imports torch lazily: asv and ``benchkit --help`` import it."""

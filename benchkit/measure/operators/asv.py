@@ -1,0 +1,233 @@
+"""The operator suite's asv ``setup_cache``: time what this asv command selected, once.
+
+asv reruns a shared ``setup_cache`` in every round (``--interleave-rounds``), but the
+operator set is timed in its own fresh processes with its own rounds
+(`benchkit.measure.operators.asv.measure_default_set_for_asv`), so timing it again per asv round
+only costs time. The first round's result is kept for the rest of the same asv
+command (keyed by that command's pid and start time, the torch build and the
+selection); a new asv command times again, because timings -- unlike instruction
+counts -- belong to the moment they were taken.
+
+Only operators with at least one selected benchmark are timed (`benchkit.measure.selection`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchkit.errors import UserError
+from benchkit.measure import selection as asv_selection
+from benchkit.measure.operators.suite import measure_suite
+from benchkit.measure.operators.timing import MeasureOptions, configure_inductor_cache
+from benchkit.measure.operators.workload import input_labels, load_suite
+from benchkit.util import atomic_write_json, cache_dir, child_env, content_key, progress_bar, torch_build_id
+
+METHODS = (
+    "track_compiled_over_eager",
+    "track_eager_seconds",
+    "track_compiled_seconds",
+    "track_compile_seconds",
+)
+_KEEP_SECONDS = 2 * 24 * 3600  # reuse files of asv commands older than this are removed
+
+
+def selected_operators(
+    inputs: dict[str, Sequence[str]], class_names: dict[str, str], module: str, regexes: Sequence[str] | None
+) -> list[str]:
+    """Operators (in ``inputs`` order) with any benchmark ``module.Class.method(label)`` selected."""
+    if regexes is None:
+        return list(inputs)
+    chosen = []
+    for operator, labels in inputs.items():
+        names = [
+            asv_selection.benchmark_name(f"{module}.{class_names[operator]}.{method}", (label,))
+            for method in METHODS
+            for label in labels
+        ]
+        if asv_selection.selected(names, regexes):
+            chosen.append(operator)
+    return chosen
+
+
+def _prune(folder: Any) -> None:
+    now = time.time()
+    for path in folder.glob("*.json"):
+        try:
+            if now - path.stat().st_mtime > _KEEP_SECONDS:
+                path.unlink()
+        except OSError:
+            pass
+
+
+def setup_cache(inputs: dict[str, Sequence[str]], class_names: dict[str, str], module: str) -> dict[str, Any]:
+    """Time the selected operators, or return this asv command's earlier timing of them."""
+    invocation = asv_selection.current_invocation()
+    regexes = invocation.regexes if invocation else None
+    operators = selected_operators(inputs, class_names, module, regexes)
+    print(f"operators: {len(operators)} of {len(inputs)} operator(s) selected", flush=True)
+    if not operators:
+        return {"operators": {}, "selected_operators": 0, "reused": False}
+    folder = cache_dir("operators", "asv-commands")
+    reuse = None
+    if invocation is not None:
+        reuse = folder / f"{content_key(invocation.identity, torch_build_id(), *operators)}.json"
+        try:
+            data = json.loads(reuse.read_text())
+        except (OSError, ValueError):
+            pass
+        else:
+            print("operators: reusing this asv command's timing from an earlier round", flush=True)
+            return {**data, "reused": True}
+    data = measure_default_set_for_asv(operators if len(operators) < len(inputs) else None)
+    data["selected_operators"] = len(operators)
+    if reuse is not None:
+        _prune(folder)
+        atomic_write_json(reuse, data)
+    return {**data, "reused": False}
+
+
+ASV_PROCESSES = 3
+ASV_ROUNDS_PER_PROCESS = 12
+
+
+def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[str, Any]:
+    """The asv ``setup_cache`` body: measure the default set, as plain picklable data.
+
+    The default set is timed in ``ASV_PROCESSES`` fresh processes one after
+    another, and each input's eager and compiled times are the medians of the
+    processes' fastest rounds. Why: the speedup of a microsecond-scale op
+    depends on things fixed for a process's lifetime (where code and buffers
+    landed); within one process two passes agreed to ~1%, while separate
+    processes differed by 2-4% on some inputs, so one process per commit made
+    history jump for no reason. The first process compiles (or loads from the
+    cache), so its compile times are the ones recorded.
+
+    ``BENCHKIT_INDUCTOR_COLD=1`` compiles into a fresh empty inductor cache
+    (honest compile times); otherwise the per-torch-build cache is used, so
+    only the first run for a commit compiles. ``BENCHKIT_OPERATOR_PROCESSES``
+    and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override the defaults;
+    ``BENCHKIT_OPERATORS_JSON`` names a file that also receives the result
+    (scripts/bench_operators.py compares runs with it). ``operators`` limits the
+    timing to those operators of the default set (an asv ``-b`` selection).
+    """
+    started = time.perf_counter()
+    cold = os.environ.get("BENCHKIT_INDUCTOR_COLD", "") not in ("", "0")
+    cache = configure_inductor_cache(cold=cold)  # the timing processes inherit it
+    processes = int(os.environ.get("BENCHKIT_OPERATOR_PROCESSES") or ASV_PROCESSES)
+    rounds = int(os.environ.get("BENCHKIT_OPERATOR_ROUNDS") or ASV_ROUNDS_PER_PROCESS)
+    runs: list[dict[str, Any]] = []
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="benchkit-operators-") as scratch:
+        for index in range(processes):
+            print(f"operators: timing process {index + 1}/{processes}", file=sys.stderr, flush=True)
+            out = Path(scratch) / f"process{index}.json"
+            command = ["-m", "benchkit.measure.operators.asv", "--time-default-set", str(rounds), str(out)]
+            if operators is not None:
+                command.append(",".join(operators))
+            completed = subprocess.run([sys.executable, *command], check=False, env=child_env())
+            if completed.returncode == 0 and out.exists():
+                runs.append(json.loads(out.read_text()))
+            else:
+                failures.append(f"timing process {index + 1} exited with status {completed.returncode}")
+    if not runs:
+        raise RuntimeError("operators: every timing process failed: " + "; ".join(failures))
+    data = _combine_processes(runs)
+    data.update(
+        inductor_cache=str(cache),
+        cold=cold,
+        processes=len(runs),
+        rounds_per_process=rounds,
+        failed_processes=failures,
+        elapsed_s=time.perf_counter() - started,
+    )
+    if os.environ.get("BENCHKIT_OPERATORS_JSON"):
+        atomic_write_json(os.environ["BENCHKIT_OPERATORS_JSON"], data)
+    return data
+
+
+def _time_default_set(rounds: int, operators: Sequence[str] | None = None) -> dict[str, Any]:
+    """One timing process of `measure_default_set_for_asv`: every input of the chosen operators."""
+    configure_inductor_cache()  # the parent's choice, from the environment
+    workload = load_suite("default")
+    if operators is not None:
+        unknown = sorted(set(operators) - set(workload.operators))
+        if unknown:
+            raise UserError(f"not in the default operator set: {', '.join(unknown)}")
+        workload = dataclasses.replace(
+            workload, operators=tuple(o for o in workload.operators if o in operators)
+        )
+    suite = measure_suite(workload, MeasureOptions(repeats=rounds), progress=progress_bar(0, "input"))
+    data: dict[str, Any] = {"warm_up_s": suite.warm_up_s, "elapsed_s": suite.elapsed_s, "operators": {}}
+    for name in workload.operators:
+        if name in suite.skipped:
+            data["operators"][name] = {"skip": suite.skipped[name]}
+            continue
+        items = workload.inputs(name)
+        measurements = suite.results.get(name, [])
+        assert [m.location for m in measurements] == [i.location for i in items]
+        data["operators"][name] = {
+            "inputs": {
+                label: {
+                    "eager_s": m.eager_s,
+                    "compiled_s": m.compiled_s[0] if m.compiled_s else math.nan,
+                    "compile_s": m.compile_s[0] if m.compile_s else math.nan,
+                    "error": m.error,
+                }
+                for label, m in zip(input_labels(items), measurements, strict=True)
+            }
+        }
+    return data
+
+
+def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per input, the median over processes of eager and compiled seconds.
+
+    An input that failed in any process is reported failed (with the first
+    error): a failure that comes and goes is worth seeing, not averaging away.
+    Compile seconds are the first process's, the one that compiled.
+    """
+    first = runs[0]
+    combined: dict[str, Any] = {
+        "warm_up_s": first["warm_up_s"],
+        "process_elapsed_s": [run["elapsed_s"] for run in runs],
+        "operators": {},
+    }
+    for name, entry in first["operators"].items():
+        if "skip" in entry:
+            combined["operators"][name] = entry
+            continue
+        inputs = {}
+        for label, result in entry["inputs"].items():
+            per_process = [run["operators"][name]["inputs"][label] for run in runs]
+            error = next((r["error"] for r in per_process if r["error"]), None)
+            inputs[label] = {
+                "eager_s": statistics.median(r["eager_s"] for r in per_process),
+                "compiled_s": statistics.median(r["compiled_s"] for r in per_process),
+                "compile_s": result["compile_s"],
+                "error": error,
+                "per_process": [[r["eager_s"], r["compiled_s"]] for r in per_process],
+            }
+        combined["operators"][name] = {"inputs": inputs}
+    return combined
+
+
+if __name__ == "__main__":
+    # python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json: one timing
+    # process of measure_default_set_for_asv (not a user command: see `benchkit operators`).
+    if len(sys.argv) not in (4, 5) or sys.argv[1] != "--time-default-set":
+        sys.exit(
+            "usage: python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json [OP,OP...]"
+        )
+    chosen = sys.argv[4].split(",") if len(sys.argv) == 5 and sys.argv[4] else None
+    atomic_write_json(sys.argv[3], _time_default_set(int(sys.argv[2]), chosen))

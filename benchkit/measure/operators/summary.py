@@ -1,0 +1,78 @@
+"""Per-operator summaries of input measurements: speedup percentiles and operatorbench's CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchkit.measure.operators.timing import Backend, InputMeasurement
+from benchkit.stats import QUANTILES, quantiles
+
+
+@dataclass(frozen=True)
+class OperatorSummary:
+    operator: str
+    backend_names: tuple[str, ...]
+    speedup_quantiles: tuple[tuple[float, float, float], ...]  # per backend (and a/b ratio)
+    elapsed_s: float
+    mean_seconds: tuple[float, ...]  # eager, then each backend
+    measured: int
+    failed: int
+
+
+def summarize(
+    operator: str, results: Sequence[InputMeasurement], backends: Sequence[Backend], elapsed_s: float
+) -> OperatorSummary | None:
+    measured = [r for r in results if r.ok]
+    if not measured:
+        return None
+    names = [b.name for b in backends]
+    speedups = [quantiles([r.eager_s / r.compiled_s[i] for r in measured]) for i in range(len(backends))]
+    if len(backends) == 2:
+        # As operatorbench: with two backends, also how the first compares to the second.
+        names.append(f"{names[0]}/{names[1]}")
+        speedups.append(quantiles([r.compiled_s[1] / r.compiled_s[0] for r in measured]))
+    means = [statistics.fmean(r.eager_s for r in measured)]
+    means += [statistics.fmean(r.compiled_s[i] for r in measured) for i in range(len(backends))]
+    return OperatorSummary(
+        operator,
+        tuple(names),
+        tuple(speedups),
+        elapsed_s,
+        tuple(means),
+        len(measured),
+        len(results) - len(measured),
+    )
+
+
+def csv_header(backend_names: Sequence[str]) -> list[str]:
+    percentiles = [f"{q * 100:.0f}th" for q in QUANTILES]
+    return [
+        "operator",
+        *[f"{name} {p}" for name, p in itertools.product(backend_names, percentiles)],
+        "elapsed",
+        *[f"{name} abs" for name in ("eager", *backend_names)],
+    ]
+
+
+def render_csv(summaries: Sequence[OperatorSummary], backend_names: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(csv_header(backend_names))
+    for summary in summaries:
+        row = [summary.operator]
+        for low, mid, high in summary.speedup_quantiles:
+            row += [f"{low:.6f}", f"{mid:.6f}", f"{high:.6f}"]
+        row.append(f"{summary.elapsed_s:.1f}")
+        row += [f"{seconds:.8f}" for seconds in summary.mean_seconds]
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def summary_backend_names(backends: Sequence[Backend]) -> list[str]:
+    names = [b.name for b in backends]
+    return [*names, f"{names[0]}/{names[1]}"] if len(names) == 2 else names

@@ -1,0 +1,374 @@
+"""Timing one operator's inputs, eager against compiled, interleaved and repeatable on CPU;
+CUDA timed with events."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import gc
+import logging
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchkit.measure.operators.inputs import OperatorInput, UnsupportedInputError
+from benchkit.measure.operators.materialize import materialize
+from benchkit.util import cache_dir, torch_build_id
+
+# Timing rounds per input; the fastest round per model is kept. 30 rounds of
+# 20 ms keep the default set's median speedups within a few percent from run
+# to run on a busy 2-core machine (scripts/bench_operators.py measures this).
+DEFAULT_ROUNDS = 30
+
+
+# Named presets for --inductor-config, as in operatorbench; KEY=VALUE also works.
+INDUCTOR_CONFIG_PRESETS: dict[str, dict[str, Any]] = {
+    "halide": {"cpu_backend": "halide", "cuda_backend": "halide"},
+    "autotune": {
+        "max_autotune_pointwise": True,
+        "max_autotune": True,
+        "max_autotune_gemm": True,
+        "coordinate_descent_tuning": True,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One compiled variant: inductor with some config patches."""
+
+    name: str
+    config_patches: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MeasureOptions:
+    device: str = "cpu"
+    dtype: str = "float32"  # or "recorded": keep the logged dtypes
+    repeats: int = DEFAULT_ROUNDS
+    accuracy_checking: bool = False
+    channels_last: bool = False
+    backends: tuple[Backend, ...] = (Backend("inductor"),)
+    sample_window_s: float = 0.02
+    profile: bool = False
+    threads: int = 1
+
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return None if self.dtype == "recorded" else getattr(torch, self.dtype)
+
+
+@dataclass(frozen=True)
+class InputMeasurement:
+    """Eager and compiled seconds per call (fastest round) for one logged input."""
+
+    operator: str
+    label: str
+    location: str
+    eager_s: float = math.nan
+    compiled_s: tuple[float, ...] = ()
+    compile_s: tuple[float, ...] = ()
+    accuracy: str | None = None  # "ok" / "mismatch: ..." when checked
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def speedups(self) -> tuple[float, ...]:
+        return tuple(self.eager_s / c for c in self.compiled_s)
+
+
+def configure_inductor_cache(*, cold: bool = False) -> Path:
+    """Point inductor's on-disk cache at benchkit's cache (or a fresh empty dir when cold).
+
+    Warm: ``<benchkit cache>/inductor/<torch build>``, so a second run of the
+    same torch build finds every kernel already compiled (compile once per
+    commit), while different builds never share kernels. A user-set
+    ``TORCHINDUCTOR_CACHE_DIR`` wins. Must run before the first compile in the
+    process: inductor reads the variable once.
+    """
+    if cold:
+        path = Path(tempfile.mkdtemp(prefix="benchkit-inductor-cold-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+        return path
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor", torch_build_id()))
+    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def _tensor_leaves(args: Any, kwargs: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+
+
+def _median_seconds_cpu(fns: Sequence[Callable[[], Any]], window_s: float) -> list[float]:
+    """Median per-call time of each function, calls alternating between them.
+
+    On a shared machine the speed available to a process drifts over
+    milliseconds (neighbours, a busy hyperthread sibling); alternating single
+    calls gives eager and compiled the same conditions, which operatorbench's
+    per-repeat interleaving only does at a coarse grain. The order flips each
+    round so neither always runs right after the other. Medians over many
+    calls shrug off preemptions; the window adapts the call count to the cost.
+    """
+    for fn in fns:
+        fn()
+    samples: list[list[float]] = [[] for _ in fns]
+    order = list(range(len(fns)))
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection inside one call would be charged to that op
+    try:
+        start = time.perf_counter()
+        while True:
+            for index in order:
+                before = time.perf_counter()
+                fns[index]()
+                samples[index].append(time.perf_counter() - before)
+            order.reverse()
+            if time.perf_counter() - start >= window_s and len(samples[0]) >= 3:
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return [statistics.median(s) for s in samples]
+
+
+def _seconds_cuda(fn: Callable[[], Any]) -> float:
+    """GPU time per call via inductor's benchmarker (it flushes L2 so launches are comparable)."""
+    import torch
+
+    fn()
+    try:
+        from torch._inductor.runtime.benchmarking import benchmarker
+    except ImportError:  # older builds: plain CUDA events
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(10):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 10 / 1e3
+    return benchmarker.benchmark_gpu(fn) / 1e3
+
+
+def _record_function(name: str, enabled: bool) -> contextlib.AbstractContextManager[Any]:
+    import torch
+
+    return torch.profiler.record_function(name) if enabled else contextlib.nullcontext()
+
+
+def _check_accuracy(
+    operator: Any, item: OperatorInput, options: MeasureOptions, gm: Any, compiled: Any
+) -> str:
+    """Run eager and compiled on separate fresh copies (in-place ops mutate their inputs)."""
+    from torch._dynamo.testing import same
+
+    expected = gm(*_fresh_graph_inputs(operator, item, options))
+    actual = compiled(*_fresh_graph_inputs(operator, item, options))
+    if same(expected, actual, cos_similarity=True, equal_nan=True, log_error=lambda *a, **k: None):
+        return "ok"
+    differences = [
+        float((e.double() - a.double()).abs().max())
+        for e, a in zip(_tensor_leaves(expected, {}), _tensor_leaves(actual, {}), strict=False)
+        if e.numel() and e.is_floating_point()
+    ]
+    detail = f" (max abs diff {max(differences):.3g})" if differences else ""
+    return f"mismatch{detail}"
+
+
+def operator_arguments(
+    operator: Any, item: OperatorInput, options: MeasureOptions
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`materialize` plus the one op-specific fix a dtype change needs.
+
+    ``half_to_float=True`` (softmax on half inputs, float result) is only valid
+    for half inputs; once --dtype made them float32, the equivalent call is
+    ``half_to_float=False`` (same float result).
+    """
+    import torch
+
+    dtype = options.torch_dtype()
+    args, kwargs = materialize(item, device=options.device, dtype=dtype, channels_last=options.channels_last)
+    if dtype is not None and dtype not in (torch.float16, torch.bfloat16):
+        names = [argument.name for argument in operator._schema.arguments]
+        if "half_to_float" in names:
+            position = names.index("half_to_float")
+            if position < len(args) and args[position] is True:
+                args = (*args[:position], False, *args[position + 1 :])
+            if kwargs.get("half_to_float") is True:
+                kwargs["half_to_float"] = False
+    return args, kwargs
+
+
+def _fresh_graph_inputs(operator: Any, item: OperatorInput, options: MeasureOptions) -> list[Any]:
+    return _tensor_leaves(*operator_arguments(operator, item, options))
+
+
+@dataclass
+class _Prepared:
+    """A compiled input waiting to be timed; timing rounds append one sample per model."""
+
+    index: int
+    operator: Any
+    item: OperatorInput
+    models: list[Callable[..., Any]]  # eager graph module first, then one per backend
+    compile_s: tuple[float, ...]
+    accuracy: str | None
+    rounds: list[list[float]] = field(default_factory=list)
+
+
+def _error_result(operator: Any, item: OperatorInput, error: BaseException) -> InputMeasurement:
+    if isinstance(error, UnsupportedInputError):
+        text = f"unsupported input: {error}"
+    else:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        text = f"{type(error).__name__}: {first_line}"[:300]
+    return InputMeasurement(str(operator), item.label, item.location, error=text)
+
+
+def _prepare(index: int, operator: Any, item: OperatorInput, options: MeasureOptions) -> _Prepared:
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.utils import gen_gm_and_inputs
+
+    gm, gm_args = gen_gm_and_inputs(operator, *operator_arguments(operator, item, options))
+    models: list[Callable[..., Any]] = [gm]
+    compile_seconds: list[float] = []
+    for backend in options.backends:
+        started = time.perf_counter()
+        models.append(compile_fx(gm, gm_args, config_patches=dict(backend.config_patches)))
+        compile_seconds.append(time.perf_counter() - started)
+    accuracy = None
+    if options.accuracy_checking:
+        accuracy = "; ".join(_check_accuracy(operator, item, options, gm, model) for model in models[1:])
+    return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy)
+
+
+def _time_round(prepared: _Prepared, options: MeasureOptions) -> list[float]:
+    """One sample per model, on freshly made inputs (same values, new memory).
+
+    Where a tensor lands in memory shifts a small op's time by several percent
+    (alignment, page faults on fresh pages); new inputs each round let the
+    fastest-round statistic see many placements instead of one per process.
+    """
+    graph_inputs = _fresh_graph_inputs(prepared.operator, prepared.item, options)
+    calls = [functools.partial(model, *graph_inputs) for model in prepared.models]
+    if options.device == "cuda":
+        # As operatorbench: each round times every model back to back.
+        seconds = []
+        for index, call in enumerate(calls):
+            with _record_function(f"model_{index}", options.profile):
+                seconds.append(_seconds_cuda(call))
+        return seconds
+    return _median_seconds_cpu(calls, options.sample_window_s)
+
+
+_ALLOCATOR_PINNED = False
+
+
+def _keep_allocations_off_fresh_pages() -> None:
+    """Stop glibc from mmap-ing (and trimming) blocks up to 32 MB, once per process.
+
+    By default glibc serves a large block with fresh pages from the kernel and
+    moves that threshold as the process runs, so whether an op's output costs
+    dozens of page faults drifts from call to call and from process to process.
+    That cost lands on eager and compiled alike and drowns the kernels'
+    difference; with reuse of freed memory every call sees warm pages.
+    """
+    global _ALLOCATOR_PINNED
+    if _ALLOCATOR_PINNED or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
+        libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024)
+        libc.mallopt(m_trim_threshold, 1 << 30)
+    except (OSError, AttributeError):
+        return  # not glibc: its allocator keeps its own policy
+    _ALLOCATOR_PINNED = True
+
+
+@contextlib.contextmanager
+def _compile_errors_not_logged() -> Iterator[None]:
+    """Torch logs a traceback for an op it cannot trace before raising; we report the error ourselves."""
+    logging.disable(logging.ERROR)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def measure_inputs(
+    pairs: Sequence[tuple[Any, OperatorInput]],
+    options: MeasureOptions,
+    *,
+    progress: Any = None,  # a `benchkit.util.progress_bar`,
+) -> list[InputMeasurement]:
+    """Compile every (operator, input) pair, then time them all in interleaved rounds.
+
+    Compilation happens first and outside all timing. Each round then takes
+    one sample of every input, so the rounds of one input are spread over the
+    whole measurement instead of bunched together: a burst of load from
+    elsewhere on the machine lands in one round of many inputs rather than in
+    every round of one input. Per model the fastest round is kept (noise only
+    ever adds time), so results depend on the machine's quiet moments, not on
+    how busy it was on average. Failures become error results; the rest go on.
+    """
+    _keep_allocations_off_fresh_pages()
+    results: list[InputMeasurement | None] = [None] * len(pairs)
+    prepared: list[_Prepared] = []
+    for index, (operator, item) in enumerate(pairs):
+        if progress is not None:
+            progress.set_postfix_str(f"compiling {operator} input {item.label[:60]}")
+        try:
+            with _record_function(f"iter_{index}", options.profile), _compile_errors_not_logged():
+                prepared.append(_prepare(index, operator, item, options))
+        except Exception as e:  # a failing input is recorded and the run goes on
+            results[index] = _error_result(operator, item, e)
+            if progress is not None:
+                progress.update(1)
+    # As operatorbench: an accuracy run is not a timing run.
+    rounds = 1 if options.accuracy_checking else options.repeats
+    for round_index in range(rounds):
+        if progress is not None and prepared:
+            progress.set_postfix_str(f"timing round {round_index + 1}/{rounds} of {len(prepared)} input(s)")
+        for entry in list(prepared):
+            try:
+                with _record_function(f"rep_{round_index}", options.profile):
+                    entry.rounds.append(_time_round(entry, options))
+            except Exception as e:
+                results[entry.index] = _error_result(entry.operator, entry.item, e)
+                prepared.remove(entry)
+                if progress is not None:
+                    progress.update(1)
+    for entry in prepared:
+        best = [min(samples) for samples in zip(*entry.rounds, strict=True)]
+        results[entry.index] = InputMeasurement(
+            str(entry.operator),
+            entry.item.label,
+            entry.item.location,
+            eager_s=best[0],
+            compiled_s=tuple(best[1:]),
+            compile_s=entry.compile_s,
+            accuracy=entry.accuracy,
+        )
+        if progress is not None:
+            progress.update(1)
+    return [r for r in results if r is not None]

@@ -1,0 +1,226 @@
+"""Wall-time measurement of one case, shared by asv and `benchkit run`.
+
+Why not let asv time a method that runs the statement? asv (asv_runner >= 0.3)
+times a single call per sample whenever a benchmark has setup hooks, and even
+without them it adds a Python call per iteration around the statement: for a
+microsecond-scale statement both are a large part of what is measured.
+
+Instead a case is *prepared* once (setup run, TorchScript artifact loaded, C++
+compiled) and then run in blocks: a loop of ``n`` executions that reports its
+own duration, exactly like `torch.utils.benchmark.Timer` (Python: the
+statement inlined in a loop whose variables are locals, as timeit does; C++: a
+compiled loop timed with std::chrono). asv reads those reported durations
+through `MeasuredClock`, so asv's statistics apply to the same numbers
+`Timer.blocked_autorange` would produce.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchkit.define.api import Language, TimerArgs
+from benchkit.measure.stmt_loop import compile_statement_loop
+
+# A block should be long enough that clock resolution and the call into the
+# loop are negligible (<0.1%), short enough to give asv many samples.
+TARGET_BLOCK_SECONDS = 0.01
+
+
+class CaseSkipped(Exception):
+    """The case cannot run on this torch build (e.g. TorchScript unavailable)."""
+
+
+@dataclasses.dataclass
+class PreparedCase:
+    """A case ready to time: `run_block(n)` returns the seconds n executions took."""
+
+    run_block: Callable[[int], float]
+    block_size: int = 1
+
+    def calibrate(self, target: float = TARGET_BLOCK_SECONDS) -> int:
+        """Pick the block size: the smallest power of ten whose block takes >= target.
+
+        The first call also serves as warm-up (lazy initialisation, caches).
+        """
+        self.run_block(1)
+        n = 1
+        while True:
+            elapsed = self.run_block(n)
+            if elapsed >= target or n >= 10**9:
+                break
+            # Jump close to the target, but at most 10x at a time.
+            n = min(n * 10, max(n + 1, int(n * target / max(elapsed, 1e-9) * 1.2)))
+        self.block_size = n
+        return n
+
+
+def _python_block(args: TimerArgs, label: str) -> Callable[[int], float]:
+    import torch
+
+    loop, values = compile_statement_loop(args.stmt, args.setup, {"torch": torch}, label)
+    clock = time.perf_counter
+
+    def run_block(n: int) -> float:
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            began, ended = loop(itertools.repeat(None, n), clock, clock, **values)
+            return ended - began
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    return run_block
+
+
+def prepare(args: TimerArgs, label: str = "case", cpp_suite: Any = None) -> PreparedCase:
+    """Run setup (once) and return a timer for blocks of executions.
+
+    `cpp_suite` (a `benchkit.measure.cpp.shards.CppSuite`) places C++ cases in shared,
+    cached shards; without one a C++ case gets a shard of its own.
+    """
+    import torch
+
+    if args.torchscript is not None:
+        from benchkit.measure.cpp.torchscript import TorchScriptUnavailable, ensure_artifact
+
+        try:
+            ensure_artifact(args.torchscript)
+        except TorchScriptUnavailable as e:
+            raise CaseSkipped(str(e)) from e
+
+    if args.language is Language.CPP:
+        from benchkit.measure.cpp.shards import CppSuite
+
+        suite = cpp_suite or CppSuite([args])
+        timeit = suite.timeit_function(args)
+        return PreparedCase(run_block=lambda n: float(timeit(n)))
+
+    torch.set_num_threads(args.num_threads)
+    return PreparedCase(run_block=_python_block(args, label))
+
+
+class MeasuredClock:
+    """A clock that advances only by the time measured blocks report.
+
+    Given to asv as a benchmark's ``timer``: asv computes durations as
+    differences of this clock around its calls, so what it records is the
+    blocks' own measurement divided by the block size, i.e. seconds per
+    execution of the statement.
+    """
+
+    def __init__(self) -> None:
+        self.elapsed_per_execution = 0.0
+
+    def add(self, seconds: float, executions: int) -> None:
+        self.elapsed_per_execution += seconds / executions
+
+    def __call__(self) -> float:
+        return self.elapsed_per_execution
+
+
+MEASURED_CLOCK = MeasuredClock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Raw block times of one case, the input for torch's Measurement."""
+
+    block_size: int
+    block_seconds: tuple[float, ...]
+
+
+def blocked_autorange(prepared: PreparedCase, min_run_time: float = 0.2) -> Timing:
+    """Blocks until `min_run_time` has been measured (as Timer.blocked_autorange does)."""
+    n = prepared.calibrate()
+    times: list[float] = []
+    total = 0.0
+    while total < min_run_time or len(times) < 3:
+        t = prepared.run_block(n)
+        times.append(t)
+        total += t
+    return Timing(block_size=n, block_seconds=tuple(times))
+
+
+class WallTimeMetric:
+    """asv ``time_wall`` for every case (see the module docstring for the method).
+
+    Preparation happens on the first call, inside the benchmark process: asv's
+    number calibration and warm-up absorb it, and `MEASURED_CLOCK` does not
+    advance during it. C++ cases share one ``setup_cache`` that compiles, in parallel
+    and before any C++ benchmark runs, the C++ shards holding the cases this asv
+    command selected (`benchkit.measure.selection`); built shards are kept by content,
+    so later rounds and commands find them built.
+    """
+
+    method_name = "time_wall"
+
+    def __init__(self, cpp_suite: Any, module: str = "instruction_counts") -> None:
+        self.cpp_suite = cpp_suite
+        suite = cpp_suite
+        cpp_benchmarks: dict[str, str] = {}  # asv benchmark name -> snippet key, filled by make_method
+        self._cpp_benchmarks = cpp_benchmarks
+        self._module = module
+
+        def compile_cpp_cases() -> dict[str, str]:
+            from benchkit.measure import selection as asv_selection
+            from benchkit.measure.cpp.shards import build_all
+
+            invocation = asv_selection.current_invocation()
+            chosen = asv_selection.selected(cpp_benchmarks, invocation.regexes if invocation else None)
+            keys = {cpp_benchmarks[name] for name in chosen}
+            shards = [shard for shard in suite.shards if any(s.key in keys for s in shard.snippets)]
+            print(f"C++: {len(chosen)} selected case(s) in {len(shards)} of {len(suite.shards)} shard(s)")
+            return build_all(shards, progress=lambda m: print(m, flush=True))
+
+        compile_cpp_cases.timeout = 3600  # type: ignore[attr-defined]  # cold compile of all shards
+        self._setup_cache = compile_cpp_cases
+
+    def make_method(self, case: Any) -> Callable[..., Any]:
+        args, label, suite = case.timer_args, case.key, self.cpp_suite
+        state: dict[str, PreparedCase] = {}
+
+        def run_one_block() -> None:
+            prepared = state.get("case")
+            if prepared is None:
+                try:
+                    prepared = prepare(args, label, suite)
+                except CaseSkipped as e:
+                    from asv_runner.benchmarks.mark import SkipNotImplemented
+
+                    raise SkipNotImplemented(str(e)) from e
+                prepared.calibrate()
+                state["case"] = prepared
+            MEASURED_CLOCK.add(prepared.run_block(prepared.block_size), prepared.block_size)
+
+        if args.language is Language.CPP:
+            from benchkit.define.expand import asv_class_name
+            from benchkit.measure.cpp.shards import Snippet
+
+            benchmark = f"{self._module}.{asv_class_name(case)}.{self.method_name}"
+            self._cpp_benchmarks[benchmark] = Snippet.of(args).key
+
+            def time_wall(self: Any, compile_errors: dict[str, str]) -> None:
+                from benchkit.measure.cpp.shards import Snippet
+
+                error = (compile_errors or {}).get(Snippet.of(args).key)
+                if error:
+                    raise RuntimeError(error)
+                run_one_block()
+
+            time_wall.setup_cache = self._setup_cache  # type: ignore[attr-defined]
+            time_wall.timeout = 600  # type: ignore[attr-defined]
+        else:
+
+            def time_wall(self: Any) -> None:  # type: ignore[misc]
+                run_one_block()
+
+            time_wall.timeout = 120  # type: ignore[attr-defined]
+        time_wall.timer = MEASURED_CLOCK  # type: ignore[attr-defined]
+        time_wall.unit = "seconds"  # type: ignore[attr-defined]
+        return time_wall

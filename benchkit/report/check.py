@@ -1,0 +1,380 @@
+"""`benchkit check BASE HEAD`: the regression gate over asv results.
+
+`asv continuous` flags changes with one ``--factor`` for every benchmark and
+exits 2 as soon as any benchmark failed, so a single flaky case hides every real
+regression. This gate reads the same results through asv's own API and judges
+each metric by its own noise:
+
+* **instructions** (Callgrind counts) are nearly deterministic: a tight
+  relative threshold (default 0.5%) catches small real changes.
+* **wall time** (unit seconds) is noisy: a change counts only when asv's
+  statistical test says the two sample sets differ *and* the ratio exceeds a
+  factor (default 1.10), as in `asv compare`.
+* **ratio** (any other tracked number, e.g. an operator's compiled/eager time
+  ratio, lower is better): a relative threshold (default 10%), since each is a
+  quotient of two timings without samples.
+
+A reviewed config file (``benchkit-check.toml`` or ``.json``) changes the
+defaults and overrides them per benchmark by regular expression, each override
+with a reason. Output is a Markdown table for a PR comment.
+
+The gate fails closed: a benchmark with a number on BASE and none on HEAD
+(missing, skipped or failed there) fails it like a regression, and a metric
+that cannot be judged at all -- numbers on one side only, or on neither (no
+valgrind, a failed ``setup_cache``) -- is never read as "no regression".
+Exit status: 0 clean, 1 regression or a benchmark lost on HEAD, 2 could not
+compare (the reasons are printed on stderr).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from benchkit.errors import UserError
+from benchkit.history.results import (
+    Measurement,
+    ResultSet,
+    benchmark_units,
+    default_metric,
+    load_asv_config,
+    load_result_set,
+    resolve_commit,
+    result_machines,
+)
+from benchkit.report.check_config import (
+    DEFAULT_CONFIG_NAMES,
+    METRIC_LABELS,
+    METRICS,
+    CheckConfig,
+    load_check_config,
+    parse_check_config,
+)
+from benchkit.stats import significantly_different
+
+# Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
+# "regression" they fail the gate (exit 1).
+LOST_ON_HEAD = ("newly failing", "newly skipped", "missing on head")
+FAILS_GATE = ("regression", *LOST_ON_HEAD)
+# Verdicts where both sides had a number and were compared.
+NUMERIC_STATUSES = ("regression", "improvement", "unchanged")
+
+
+# ------------------------------------------------------------------ comparing
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    name: str
+    env: str
+    metric: str
+    unit: str | None
+    # regression | improvement | unchanged | newly failing | newly skipped | missing on head
+    # | still failing | fixed | not compared | ignored
+    status: str
+    before: Measurement | None
+    after: Measurement | None
+    threshold: float
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.before or not self.after or self.before.value is None or self.after.value is None:
+            return None
+        if self.before.skipped or self.after.skipped or self.before.value == 0:
+            return None
+        return self.after.value / self.before.value
+
+
+def compare_one(
+    name: str,
+    env: str,
+    unit: str | None,
+    before: Measurement | None,
+    after: Measurement | None,
+    config: CheckConfig,
+) -> Comparison:
+    metric, threshold, override = config.rule_for(name, default_metric(name, unit))
+    make = functools.partial(
+        Comparison, name, env, metric, unit, before=before, after=after, threshold=threshold
+    )
+    if override is not None and override.ignore:
+        return make(status="ignored", note=override.reason)
+    note = override.reason if override is not None else ""
+    if before is not None and before.has_number and after is None:
+        return make(status="missing on head", note=_join("no result on head", note))
+    if before is None or after is None:
+        side = "base" if after is None else "head"
+        return make(status="not compared", note=f"only measured on {side}")
+    code_changed = bool(before.version and after.version and before.version != after.version)
+    changed_note = "benchmark code changed between the two runs"
+    # A number lost on head counts even when the benchmark's code changed: that change may be the cause.
+    if after.failed:
+        if before.failed:
+            return make(status="still failing", note=note)
+        return make(status="newly failing", note=_join(changed_note if code_changed else "", note))
+    if after.skipped and before.has_number:
+        return make(status="newly skipped", note=_join(changed_note if code_changed else "", note))
+    if code_changed:
+        return make(status="not compared", note=changed_note)
+    if before.failed:
+        if after.has_number:
+            return make(status="fixed", note=note)
+        return make(status="not compared", note="failed on base, skipped on head")
+    if before.skipped or after.skipped:
+        side = "both sides" if before.skipped and after.skipped else "base"
+        return make(status="not compared", note=f"skipped on {side}")
+    assert before.value is not None and after.value is not None
+    worse = after.value > before.value * (1 + threshold)
+    better = after.value * (1 + threshold) < before.value
+    if (worse or better) and metric == "wall_time" and not significantly_different(before, after):
+        return make(status="unchanged", note="within noise (asv statistics)")
+    if worse:
+        return make(status="regression", note=note)
+    if better:
+        return make(status="improvement", note=note)
+    return make(status="unchanged", note=note)
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def compare(
+    base: ResultSet, head: ResultSet, units: Mapping[str, str | None], config: CheckConfig
+) -> list[Comparison]:
+    keys = sorted(set(base.measurements) | set(head.measurements))
+    out = []
+    for name, env in keys:
+        unit = units.get(name.split("(")[0])
+        out.append(
+            compare_one(
+                name,
+                env,
+                unit,
+                base.measurements.get((name, env)),
+                head.measurements.get((name, env)),
+                config,
+            )
+        )
+    return out
+
+
+def _side_summary(measurements: Iterable[Measurement | None]) -> str:
+    counts = {"failed": 0, "skipped": 0, "without a result": 0}
+    for m in measurements:
+        if m is None:
+            counts["without a result"] += 1
+        elif not m.has_number:
+            counts["failed" if m.failed else "skipped"] += 1
+    return ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "none"
+
+
+def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
+    """Why the comparison is incomplete: a metric with numbers on one side only, or on neither.
+
+    Each benchmark's verdict cannot see this: when HEAD ran without valgrind, or a
+    failed ``setup_cache`` made asv record every benchmark of its file as failed,
+    the metric as a whole is unmeasured, and "no regression" would be a guess.
+    Ignored benchmarks do not count.
+    """
+    problems = []
+    for metric in METRICS:
+        rows = [c for c in comparisons if c.metric == metric and c.status != "ignored"]
+        on_base = sum(1 for c in rows if c.before is not None and c.before.has_number)
+        on_head = sum(1 for c in rows if c.after is not None and c.after.has_number)
+        if not rows or (on_base and on_head):
+            continue
+        label = METRIC_LABELS[metric]
+        base_side, head_side = _side_summary(c.before for c in rows), _side_summary(c.after for c in rows)
+        if on_base or on_head:
+            has, lacks, why = ("base", "head", head_side) if on_base else ("head", "base", base_side)
+            problems.append(
+                f"{label}: {on_base or on_head} benchmark(s) have numbers on {has}, none on {lacks} ({why})"
+            )
+        else:
+            problems.append(
+                f"{label}: no numbers on either side for {len(rows)} benchmark(s) "
+                f"(base: {base_side}; head: {head_side})"
+            )
+    if not problems and not any(c.status in NUMERIC_STATUSES for c in comparisons):
+        problems.append("no benchmark has numbers on both sides to compare")
+    return problems
+
+
+# ------------------------------------------------------------------- report
+
+# asv keeps no error text in its result files: point the user at where it is.
+WHY_HINT = (
+    "asv's result files keep no error text; see the asv run's log or rerun with "
+    "`asv run --show-stderr -b REGEX` (a failed setup_cache fails every benchmark of its file)"
+)
+
+
+def count_phrase(n: int, status: str) -> str:
+    """How reports count a verdict: '2 regressions', '1 newly failing', '3 missing on head'."""
+    plural = n != 1 and status in ("regression", "improvement")
+    return f"{n} {status}{'s' if plural else ''}"
+
+
+def format_value(m: Measurement | None, unit: str | None) -> str:
+    from asv import util as asv_util
+    from asv_runner.statistics import get_err
+
+    if m is None:
+        return "missing"
+    if m.failed:
+        return "failed"
+    if m.skipped:
+        return "skipped"
+    assert m.value is not None
+    if unit == "instructions":
+        return f"{m.value:,.0f}"
+    err = get_err(m.value, m.stats) if m.stats else None
+    return str(asv_util.human_value(m.value, unit, err=err))
+
+
+def format_threshold(c: Comparison) -> str:
+    if c.metric == "wall_time":
+        return f"×{1 + c.threshold:.2f} + asv stats"
+    return f"{c.threshold * 100:.2g}%"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
+    lines = [
+        "| Benchmark | Metric | Before | After | Change | Threshold | Note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in rows:
+        ratio = c.ratio
+        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status
+        cells = [
+            f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
+            METRIC_LABELS[c.metric],
+            format_value(c.before, c.unit),
+            format_value(c.after, c.unit),
+            change,
+            format_threshold(c),
+            c.note,
+        ]
+        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
+    return lines
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    exit_code: int  # 0 clean, 1 regression or a number lost on head, 2 incomplete (see problems)
+    markdown: str
+    comparisons: tuple[Comparison, ...]
+    problems: tuple[str, ...] = ()  # why the comparison is incomplete (`unjudged_metrics`)
+
+
+def render(
+    comparisons: Sequence[Comparison],
+    base_label: str,
+    head_label: str,
+    machine: str,
+    config: CheckConfig,
+    show_unchanged: bool = False,
+) -> Verdict:
+    by_status: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        by_status.setdefault(c.status, []).append(c)
+
+    def rows(*statuses: str) -> list[Comparison]:
+        return [c for s in statuses for c in by_status.get(s, [])]
+
+    problems = unjudged_metrics(comparisons)
+    regressions = sorted(rows("regression"), key=lambda c: -(c.ratio or 0))
+    lost = rows(*LOST_ON_HEAD)
+    exit_code = 2 if problems else 1 if (regressions or lost) else 0
+    verdict = ("✅ no regression", "❌ fails", "⚠️ could not compare everything")[exit_code]
+    envs = sorted({c.env for c in comparisons})
+    where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
+    # The gate's own classes always show, even at 0; the others when present.
+    counts = [f"**{count_phrase(len(regressions), 'regression')}**"]
+    counts += [count_phrase(len(rows(s)), s) for s in LOST_ON_HEAD]
+    shown = ("improvement", "fixed", "still failing", "unchanged", "not compared", "ignored")
+    counts += [count_phrase(len(rows(s)), s) for s in shown if rows(s) or s == "unchanged"]
+    lines = [
+        f"### benchkit check: {base_label} → {head_label}",
+        "",
+        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}.",
+    ]
+    if problems:
+        lines += ["", "#### Could not compare", "", *(f"- {_md_escape(p)}" for p in problems)]
+        lines += ["", WHY_HINT + "."]
+    sections = [
+        ("Regressions", regressions),
+        ("Measured on base, no number on head", lost),
+        ("Still failing", rows("still failing")),
+        ("Improvements", sorted(rows("improvement", "fixed"), key=lambda c: c.ratio or 0)),
+        ("Not compared", rows("not compared", "ignored")),
+    ]
+    if show_unchanged:
+        sections.append(("Unchanged", rows("unchanged")))
+    for title, section in sections:
+        if section:
+            lines += ["", f"#### {title}", "", *_table(section, show_env=len(envs) > 1)]
+    return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons), tuple(problems))
+
+
+# ------------------------------------------------------------------ the gate
+
+
+def find_check_config(conf_dir: Path) -> Path | None:
+    return next((conf_dir / n for n in DEFAULT_CONFIG_NAMES if (conf_dir / n).is_file()), None)
+
+
+def run_check(
+    base: str,
+    head: str,
+    asv_config: Path = Path("asv.conf.json"),
+    config_path: Path | None = None,
+    machine: str | None = None,
+    env: str | None = None,
+    factor: float | None = None,
+    show_unchanged: bool = False,
+) -> Verdict:
+    """Compare two commits' results.
+
+    Raises `UserError` when there is nothing to read (no results, an unknown
+    commit or machine, a bad config); an incomplete comparison is a verdict
+    with exit code 2 and its `problems`, so the table still shows what there is.
+    """
+    conf = load_asv_config(asv_config)
+    config_path = config_path or find_check_config(asv_config.resolve().parent)
+    config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
+    config = config.with_wall_factor(factor)
+    if not os.path.isdir(conf.results_dir):
+        raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
+    machines = result_machines(conf.results_dir)
+    if machine is None:
+        if len(machines) != 1:
+            listed = ", ".join(machines) or "none"
+            raise UserError(
+                f"results of several machines ({listed}) in {conf.results_dir}: choose one with --machine"
+            )
+        machine = machines[0]
+    elif machine not in machines:
+        raise UserError(f"no results for machine {machine!r} (have: {', '.join(machines) or 'none'})")
+    sets = []
+    for label in (base, head):
+        commit = resolve_commit(conf, label, machine)
+        result_set = load_result_set(conf, commit, machine, env)
+        if not result_set.measurements:
+            where = f" in environment {env}" if env else ""
+            raise UserError(
+                f"no results for {label} (commit {commit[:8]}) on machine {machine}{where}: run it first"
+            )
+        sets.append(result_set)
+    comparisons = compare(sets[0], sets[1], benchmark_units(conf), config)
+    labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
+    return render(comparisons, labels[0], labels[1], machine, config, show_unchanged)

@@ -1,0 +1,142 @@
+"""What a run measured: per torch build and metric, how many benchmarks have numbers.
+
+`benchkit main` ends with this table, read back from asv's result files through
+asv's Results API, so it reports what was recorded rather than what was meant to
+happen. Every benchmark of the suite that the run selected counts once per
+parameter combination, as:
+
+* **measured** -- a number;
+* **failed** -- asv recorded a failure (including every benchmark behind a failed
+  ``setup_cache``);
+* **skipped** -- asv recorded a skip (NaN: e.g. no valgrind, an operator without
+  an input generator);
+* **missing** -- selected, but no result at all for this build.
+
+A metric with no number for a build, or any failed or missing benchmark, is a
+problem: the job does not call itself finished without saying so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+METRICS = ("wall time", "instruction counts", "operator timings", "other")
+STATES = ("measured", "failed", "skipped", "missing")
+
+
+def metric_of(name: str) -> str:
+    """The metric a benchmark belongs to, from its asv name ``module.Class.method``."""
+    method = name.split("(", 1)[0].rsplit(".", 1)[-1]
+    if name.startswith("operators."):
+        return "operator timings"
+    if method == "time_wall" or method.startswith("time_"):
+        return "wall time"
+    if method == "track_instructions":
+        return "instruction counts"
+    return "other"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSummary:
+    commit: str
+    label: str  # e.g. the history tag: torch version
+    counts: Mapping[str, Mapping[str, int]]  # metric -> state -> number of benchmarks
+    examples: Mapping[str, Sequence[str]]  # "metric/state" -> a few benchmark names
+
+    def problems(self) -> list[str]:
+        found = []
+        for metric, states in self.counts.items():
+            total = sum(states.values())
+            if total == 0:
+                continue
+            bad = {state: states[state] for state in ("failed", "missing") if states[state]}
+            if states["measured"] == 0:
+                found.append(f"{self.label}: no {metric} numbers ({_describe(states)})")
+            elif bad:
+                found.append(f"{self.label}: {metric}: {_describe(bad)}")
+        return found
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    builds: Sequence[BuildSummary]
+
+    @property
+    def problems(self) -> list[str]:
+        return [problem for build in self.builds for problem in build.problems()]
+
+    @property
+    def table(self) -> str:
+        metrics = [m for m in METRICS if any(sum(b.counts[m].values()) for b in self.builds)]
+        header = ["torch build", "metric", *STATES]
+        rows = [
+            [build.label, metric, *(str(build.counts[metric][s]) for s in STATES)]
+            for build in self.builds
+            for metric in metrics
+        ]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        return "\n".join(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]
+        )
+
+
+def _describe(states: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {state}" for state, n in states.items() if n)
+
+
+def expected_names(benchmarks: Mapping[str, Mapping[str, Any]], regexes: Sequence[str]) -> list[str]:
+    """Every benchmark x parameter combination asv selects with these ``-b`` regexes (asv's rule)."""
+    names = []
+    for name, info in benchmarks.items():
+        params = info.get("params") or []
+        combos = [f"{name}({', '.join(combo)})" for combo in itertools.product(*params)] if params else [name]
+        for full in combos:
+            if not regexes or any(re.search(regex, full) for regex in regexes):
+                names.append(full)
+    return names
+
+
+def summarize_build(
+    commit: str, label: str, expected: Iterable[str], measurements: Mapping[str, Any]
+) -> BuildSummary:
+    """``measurements``: benchmark name (with params) -> `benchkit.history.results.Measurement`."""
+    counts = {metric: dict.fromkeys(STATES, 0) for metric in METRICS}
+    examples: dict[str, list[str]] = {}
+    for name in expected:
+        found = measurements.get(name)
+        if found is None:
+            state = "missing"
+        elif found.failed:
+            state = "failed"
+        elif found.skipped:
+            state = "skipped"
+        else:
+            state = "measured"
+        metric = metric_of(name)
+        counts[metric][state] += 1
+        examples.setdefault(f"{metric}/{state}", []).append(name)
+    return BuildSummary(commit, label, counts, {k: v[:3] for k, v in examples.items()})
+
+
+def summarize(
+    conf_path: Path, machine: str, commits: Sequence[tuple[str, str]], regexes: Sequence[str] = ()
+) -> Summary:
+    """The table for these ``(commit, label)`` builds of the asv project at ``conf_path``."""
+    from asv.benchmarks import Benchmarks
+
+    from benchkit.history.results import load_asv_config, load_result_set
+
+    conf = load_asv_config(conf_path)
+    benchmarks = Benchmarks.load(conf)
+    expected = expected_names(benchmarks, regexes)
+    builds = []
+    for commit, label in commits:
+        result_set = load_result_set(conf, commit, machine)
+        by_name = {name: m for (name, _env), m in result_set.measurements.items()}
+        builds.append(summarize_build(commit, label, expected, by_name))
+    return Summary(builds)

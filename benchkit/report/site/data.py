@@ -1,0 +1,379 @@
+"""What the site shows, read from asv's results and the history's git objects:
+builds, benchmarks, consecutive pairs with the gate's comparisons, operator tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchkit.errors import UserError
+from benchkit.history.results import (
+    ResultSet,
+    load_asv_config,
+    load_result_set,
+    result_machines,
+    unrolled_results,
+)
+from benchkit.report import check, check_config
+from benchkit.stats import quantiles
+
+# benchkit.history.build_step.BUILD_FILE; not imported from there to keep publishing light.
+BUILD_FILE = "benchkit-build.json"
+# What the Changes page lists: what fails the gate first, then what got better.
+CHANGED_STATUSES = (*check.FAILS_GATE, "improvement", "fixed")
+OPERATOR_MODULE = "operators"
+OPERATOR_METRICS = {
+    "track_compiled_over_eager": "ratio",
+    "track_eager_seconds": "eager_s",
+    "track_compiled_seconds": "compiled_s",
+    "track_compile_seconds": "compile_s",
+}
+
+
+def log(message: str) -> None:
+    print(f"benchkit publish: {message}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One measured commit of the history and the torch build it stands for."""
+
+    commit: str
+    revision: int
+    date: int  # unix seconds (commit date = build date in a wheel history)
+    torch_version: str | None
+    git_version: str | None  # upstream PyTorch commit
+    tags: tuple[str, ...] = ()
+
+    @property
+    def short(self) -> str:
+        return self.commit[:8]
+
+    @property
+    def label(self) -> str:
+        name = self.tags[0] if self.tags else self.short
+        return f"{name} (torch {self.torch_version})" if self.torch_version else name
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkInfo:
+    key: str  # asv benchmark name without parameters
+    params: tuple[str, ...]  # one value per parameter, as asv stores it (repr)
+    param_names: tuple[str, ...]
+    pretty: str
+    unit: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairChanges:
+    machine: str
+    branch: str
+    base: Build
+    head: Build
+    changes: tuple[check.Comparison, ...]  # beyond threshold, sorted within each metric
+    compared: int  # benchmarks compared (changed or not)
+    problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
+
+    @property
+    def anchor(self) -> str:
+        return slug(f"pair-{self.machine}-{self.branch}-{self.base.short}-{self.head.short}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SiteData:
+    conf: Any
+    machines: tuple[str, ...]
+    builds: Mapping[str, Build]  # commit -> build, every commit with results
+    results: Mapping[tuple[str, str], ResultSet]  # (machine, commit) -> results
+    branch_commits: Mapping[tuple[str, str], tuple[str, ...]]  # (machine, branch) -> measured, oldest first
+    benchmarks: Mapping[str, BenchmarkInfo]  # unrolled name -> info
+    config: check_config.CheckConfig
+    env_count: int
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def _unquote(value: str) -> str:
+    """asv keeps parameter values as their repr; show strings without the quotes."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _benchmark_infos(conf: Any) -> dict[str, BenchmarkInfo]:
+    from asv import util as asv_util
+    from asv.benchmarks import Benchmarks
+
+    try:
+        benchmarks = Benchmarks.load(conf)
+    except asv_util.UserError:
+        return {}
+    infos: dict[str, BenchmarkInfo] = {}
+    for key, info in benchmarks.items():
+        params = [list(map(str, p)) for p in info.get("params") or []]
+        param_names = tuple(info.get("param_names") or ())
+        pretty = info.get("pretty_name") or key
+        if pretty == key:  # asv's default: the dotted name; say which operator it measures
+            pretty = _operator_pretty_name(key) or key
+        for name, combo in unrolled_results(key, params, _combos(params)):
+            label = pretty if not combo else f"{pretty} ({', '.join(_unquote(v) for v in combo)})"
+            infos[name] = BenchmarkInfo(key, tuple(combo or ()), param_names, label, info.get("unit"))
+    return infos
+
+
+def _operator_pretty_name(key: str) -> str | None:
+    parts = key.split(".")
+    if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
+        return None
+    return f"{_operator_names().get(parts[1], parts[1])} [{parts[2]}]"
+
+
+def _combos(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    return list(itertools.product(*params))
+
+
+def _git_objects(git_dir: str, specs: Sequence[str]) -> dict[str, bytes | None]:
+    """Contents of many git objects through one `git cat-file --batch`."""
+    if not specs:
+        return {}
+    proc = subprocess.run(
+        ["git", "-C", git_dir, "cat-file", "--batch"],
+        input="".join(f"{s}\n" for s in specs).encode(),
+        capture_output=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise UserError(f"git cat-file in {git_dir} failed: {proc.stderr.decode().strip()}")
+    out, pos, objects = proc.stdout, 0, {}
+    for spec in specs:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if header[-1] == b"missing" or len(header) != 3:
+            objects[spec] = None
+            continue
+        size = int(header[2])
+        objects[spec] = out[pos : pos + size]
+        pos += size + 1
+    return objects
+
+
+def _read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
+    """Build facts for `commits`: date, and for a wheel history its torch version and git_version.
+
+    A commit without a build record is an upstream PyTorch commit (a source
+    clone as asv's repo), so it is its own git_version.
+    """
+
+    commits = sorted(set(commits))
+    revisions = repo.get_revisions(set(commits))
+    tags: dict[str, list[str]] = {}
+    for tag, commit in repo.get_tags().items():
+        tags.setdefault(commit, []).append(tag)
+    git_dir = getattr(repo, "_path", None)
+    objects = _git_objects(git_dir, [*commits, *(f"{c}:{BUILD_FILE}" for c in commits)]) if git_dir else {}
+    builds = {}
+    for commit in commits:
+        raw_commit = objects.get(commit) or b""
+        match = re.search(rb"^committer .* (\d+) [+-]\d{4}$", raw_commit, re.M)
+        if match:
+            date = int(match.group(1))
+        elif git_dir is None:  # a remote repository: asv's mirror knows the date
+            date = int(repo.get_date(commit) // 1000)
+        else:  # a commit outside the history (e.g. `asv run --set-commit-hash`)
+            date = 0
+        torch_version, git_version = None, commit
+        record = objects.get(f"{commit}:{BUILD_FILE}")
+        if record:
+            try:
+                data = json.loads(record)
+                torch_version = str(data.get("torch_version")) if data.get("torch_version") else None
+                git_version = str(data.get("git_version") or "") or None
+            except ValueError:
+                log(f"warning: commit {commit[:8]} has an unreadable {BUILD_FILE}")
+        builds[commit] = Build(
+            commit,
+            revisions.get(commit, -1),
+            date,
+            torch_version,
+            git_version,
+            tuple(sorted(tags.get(commit, []))),
+        )
+    return builds
+
+
+def _check_config(conf_path: Path, config_path: Path | None) -> check_config.CheckConfig:
+    config_path = config_path or check.find_check_config(conf_path.resolve().parent)
+    if config_path:
+        return check_config.load_check_config(config_path)
+    return check_config.parse_check_config({}, "built-in defaults")
+
+
+def _measured_commits(conf: Any, repo: Any, machine: str) -> list[str]:
+    """Full hashes of the commits with results, from the result file names (no file is read)."""
+    from asv import results as asv_results
+
+    prefixes = {
+        name.split("-", 1)[0]
+        for name in os.listdir(os.path.join(conf.results_dir, machine))
+        if name.endswith(".json") and name != "machine.json"
+    }
+    git_dir = getattr(repo, "_path", None)
+    if git_dir:
+        proc = subprocess.run(
+            ["git", "-C", git_dir, "rev-list", "--all"], capture_output=True, text=True, check=False
+        )
+        if proc.returncode == 0:
+            full = {c[:8]: c for c in proc.stdout.split()}
+            if prefixes <= set(full):
+                return sorted(full[p] for p in prefixes)
+    # Commits the history does not hold (or a remote repository): read them from the results.
+    return sorted({r.commit_hash for r in asv_results.iter_results_for_machine(conf.results_dir, machine)})
+
+
+def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData:
+    """Everything the pages show, read through asv's and benchkit.report.check's APIs."""
+    from asv.repo import get_repo
+
+    conf = load_asv_config(conf_path)
+    if not os.path.isdir(conf.results_dir):
+        raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
+    machines = tuple(result_machines(conf.results_dir))
+    repo = get_repo(conf)
+    results: dict[tuple[str, str], ResultSet] = {}
+    envs: set[str] = set()
+    for machine in machines:
+        for commit in _measured_commits(conf, repo, machine):
+            result_set = load_result_set(conf, commit, machine)
+            results[(machine, commit)] = result_set
+            envs.update(env for _, env in result_set.measurements)
+    builds = _read_builds(repo, {commit for _, commit in results})
+    branch_commits: dict[tuple[str, str], tuple[str, ...]] = {}
+    for branch in conf.branches or [None]:
+        on_branch = set(repo.get_branch_commits(branch))
+        for machine in machines:
+            measured = [c for (m, c) in results if m == machine and c in on_branch]
+            measured.sort(key=lambda c: (builds[c].revision, builds[c].date))
+            branch_commits[(machine, repo.get_branch_name(branch))] = tuple(measured)
+    return SiteData(
+        conf=conf,
+        machines=machines,
+        builds=builds,
+        results=results,
+        branch_commits=branch_commits,
+        benchmarks=_benchmark_infos(conf),
+        config=_check_config(conf_path, config_path),
+        env_count=len(envs),
+    )
+
+
+def pair_changes(data: SiteData) -> list[PairChanges]:
+    """Every consecutive pair on every (machine, branch), judged by `benchkit.report.check`."""
+    units = {info.key: info.unit for info in data.benchmarks.values()}
+    pairs = []
+    metric_order = {m: i for i, m in enumerate(check.METRICS)}
+    for (machine, branch), commits in data.branch_commits.items():
+        for base, head in itertools.pairwise(commits):
+            comparisons = check.compare(
+                data.results[(machine, base)], data.results[(machine, head)], units, data.config
+            )
+            changed = [c for c in comparisons if c.status in CHANGED_STATUSES]
+            changed.sort(
+                key=lambda c: (
+                    metric_order.get(c.metric, 9),
+                    CHANGED_STATUSES.index(c.status),
+                    -abs(math.log(c.ratio)) if c.ratio else 0.0,
+                    c.name,
+                )
+            )
+            compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
+            problems = tuple(check.unjudged_metrics(comparisons))
+            pairs.append(
+                PairChanges(
+                    machine, branch, data.builds[base], data.builds[head], tuple(changed), compared, problems
+                )
+            )
+    return pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorRow:
+    operator: str
+    inputs: int
+    failed: int
+    speedups: tuple[float, float, float] | None  # 20/50/80th percentile of eager/compiled
+    eager_s: float | None  # mean per input
+    compiled_s: float | None
+    compile_s: float | None
+
+
+@functools.cache
+def _operator_names() -> dict[str, str]:
+    """asv class name -> operator name (the class name is the name with dots made underscores)."""
+    try:
+        from benchkit.measure.operators.workload import DEFAULT_OPERATORS
+    except ImportError:
+        return {}
+    return {op.replace(".", "_"): op for op in DEFAULT_OPERATORS}
+
+
+def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]) -> list[OperatorRow]:
+    """operatorbench's summary of one commit from the per-input asv results."""
+    names = _operator_names()
+    several_envs = len({env for _, env in result_set.measurements}) > 1
+    values: dict[str, dict[tuple[str, ...], dict[str, float | None]]] = {}
+    for (name, env), measurement in result_set.measurements.items():
+        info = benchmarks.get(name)
+        key = info.key if info else name.split("(")[0]
+        parts = key.split(".")
+        if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
+            continue
+        operator = names.get(parts[1], parts[1]) + (f" [{env}]" if several_envs else "")
+        combo = info.params if info else (name,)
+        value = measurement.value
+        if value is not None and isinstance(value, float) and math.isnan(value):
+            continue  # skipped (e.g. an op inductor falls back on)
+        values.setdefault(operator, {}).setdefault(combo, {})[OPERATOR_METRICS[parts[2]]] = value
+    rows = []
+    for operator, inputs in sorted(values.items()):
+        ok = [v for v in inputs.values() if v.get("ratio") and v.get("eager_s") and v.get("compiled_s")]
+
+        def mean(field: str, ok: list[dict[str, float | None]] = ok) -> float | None:
+            numbers = [float(v[field]) for v in ok if v.get(field) is not None]  # type: ignore[arg-type]
+            return sum(numbers) / len(numbers) if numbers else None
+
+        speedups = quantiles([1 / float(v["ratio"]) for v in ok]) if ok else None  # type: ignore[arg-type]
+        rows.append(
+            OperatorRow(
+                operator,
+                len(inputs),
+                len(inputs) - len(ok),
+                speedups,
+                mean("eager_s"),
+                mean("compiled_s"),
+                mean("compile_s"),
+            )
+        )
+    return rows
+
+
+def history_commits(data: SiteData, machine: str) -> list[str]:
+    """The machine's measured commits in history order: the first branch, then commits only elsewhere."""
+    ordered: list[str] = []
+    for (m, _branch), commits in data.branch_commits.items():
+        if m == machine:
+            ordered += [c for c in commits if c not in ordered]
+    rest = [c for (m, c) in data.results if m == machine and c not in ordered]
+    return ordered + sorted(rest, key=lambda c: data.builds[c].revision)

@@ -1,0 +1,411 @@
+"""benchkit's pages from Jinja2 templates (``templates/``), autoescaped.
+
+This module turns the site's data into the values the templates print: numbers
+formatted, links built, rows grouped. Every string reaches HTML through the
+template engine's escaping; the only markup made here (`breakable`) escapes first.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+
+from benchkit.history.results import Measurement
+from benchkit.report import check
+from benchkit.report.site.data import (
+    BenchmarkInfo,
+    Build,
+    OperatorRow,
+    PairChanges,
+    SiteData,
+    history_commits,
+    operator_rows,
+    pair_changes,
+    slug,
+)
+from benchkit.report.site.explain import GROUP_ORDER, Explanation, ProfileStore, explain, function_group
+from benchkit.util import content_key
+
+# Our pages, in nav order: (file, label). asv's own page is index.html.
+PAGES = (("changes.html", "Changes"), ("why.html", "Why"), ("operators.html", "Operators"))
+METRIC_HEADINGS = {
+    "instructions": "Instruction counts",
+    "wall_time": "Wall time",
+    "ratio": "Operator ratios and other tracked values",
+}
+UPSTREAM_COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{}"
+TOP_FUNCTIONS = 12  # per group and direction on a why page
+SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 160.0, 36.0, 4.0
+
+
+def breakable(name: str) -> Markup:
+    """Escaped, with line-break opportunities after dots and underscores of a long dotted name."""
+    escaped = str(escape(name))
+    if " " in name:
+        return Markup(escaped)
+    return Markup(escaped.replace(".", ".<wbr>").replace("_", "_<wbr>"))
+
+
+def _upstream_url(git_version: str) -> str:
+    return UPSTREAM_COMMIT_URL.format(urllib.parse.quote(git_version))
+
+
+def _utc(timestamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(timestamp))
+
+
+@functools.cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,  # a misspelt field fails loudly, not as an empty cell
+        keep_trailing_newline=True,
+    )
+    env.filters["breakable"] = breakable
+    env.globals.update(upstream_url=_upstream_url, utc=_utc, pages=PAGES)
+    return env
+
+
+def _render(template: str, title: str, active: str, depth: int = 0, **values: Any) -> str:
+    return (
+        _environment().get_template(template).render(title=title, active=active, up="../" * depth, **values)
+    )
+
+
+# -------------------------------------------------------------- formatting
+
+
+def graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, pair: PairChanges) -> str:
+    """asv's URL of a benchmark's graph: ``index.html#<name>?machine=..&p-<param>=..&commits=a-b``."""
+    key = info.key if info else name.split("(")[0]
+    query: list[tuple[str, str]] = [("machine", machine), ("branch", branch)]
+    if info:
+        query += [(f"p-{n}", v) for n, v in zip(info.param_names, info.params, strict=True)]
+    query.append(("commits", f"{pair.base.short}-{pair.head.short}"))
+    encoded = "&".join(f"{urllib.parse.quote(k, safe='')}={urllib.parse.quote(v, safe='')}" for k, v in query)
+    return f"index.html#{urllib.parse.quote(key, safe='')}?{encoded}"
+
+
+def why_file(pair: PairChanges, name: str) -> str:
+    return f"why/{content_key(pair.machine, pair.base.commit, pair.head.commit, name)}.html"
+
+
+def display_unit(c: check.Comparison) -> str | None:
+    """The unit to print a value in; from the method name when benchmarks.json lacks the benchmark
+    (asv rewrites that file for the benchmarks of its last run)."""
+    if c.unit is not None:
+        return c.unit
+    method = c.name.split("(")[0].rsplit(".", 1)[-1]
+    if method.startswith("time_") or method in (
+        "track_eager_seconds",
+        "track_compiled_seconds",
+        "track_compile_seconds",
+    ):
+        return "seconds"
+    return "instructions" if method == "track_instructions" else None
+
+
+def fmt_value(c: check.Comparison, measurement: Measurement | None) -> str:
+    return str(check.format_value(measurement, display_unit(c)))
+
+
+def _log_ratio(ratio: float | None) -> str:
+    """Sort key of a ratio: ×2 and ×0.5 are equally far from no change."""
+    return f"{math.log(ratio):.6f}" if ratio else "0"
+
+
+def _fmt_ratio(ratio: float | None) -> str:
+    return "-" if ratio is None else f"×{ratio:.3f} ({(ratio - 1) * 100:+.1f}%)"
+
+
+def _fmt_instructions(n: float, signed: bool = False) -> str:
+    """Instructions per execution: whole numbers, a decimal when small (they are medians/number)."""
+    text = f"{n:+,.1f}" if signed else f"{n:,.1f}"
+    if abs(n) >= 100:
+        text = f"{n:+,.0f}" if signed else f"{n:,.0f}"
+    return "0" if signed and n == 0 else text
+
+
+def _fmt_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    from asv import util as asv_util
+
+    return str(asv_util.human_value(value, "seconds"))
+
+
+def _pretty(data: SiteData, name: str) -> str:
+    info = data.benchmarks.get(name)
+    return info.pretty if info else name
+
+
+# -------------------------------------------------------------- changes
+
+
+def _change_row(
+    c: check.Comparison, data: SiteData, pair: PairChanges, why: Mapping[str, str]
+) -> dict[str, Any]:
+    return {
+        "c": c,
+        "css": slug(c.status),
+        "pretty": _pretty(data, c.name),
+        "env": c.env if data.env_count > 1 and c.env else "",
+        "graph": graph_url(data.benchmarks.get(c.name), c.name, pair.machine, pair.branch, pair),
+        "before": fmt_value(c, c.before),
+        "after": fmt_value(c, c.after),
+        "sort_ratio": _log_ratio(c.ratio),
+        "ratio": _fmt_ratio(c.ratio),
+        "threshold": check.format_threshold(c),
+        "why": why.get(c.name),
+    }
+
+
+def _pair_view(data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for c in pair.changes:
+        counts[c.status] = counts.get(c.status, 0) + 1
+        by_metric.setdefault(c.metric, []).append(_change_row(c, data, pair, why))
+    summary = ", ".join(check.count_phrase(n, s) for s, n in counts.items())
+    return {
+        "pair": pair,
+        "summary": summary or ("nothing flagged" if pair.problems else "no change beyond thresholds"),
+        "operators_link": f"operators.html#{slug(f'ops-{pair.machine}-{pair.head.short}')}",
+        "by_metric": [(METRIC_HEADINGS.get(m, m), rows) for m, rows in by_metric.items()],
+    }
+
+
+def render_changes(
+    data: SiteData, pairs: Sequence[PairChanges], why_pages: Mapping[str, dict[str, str]]
+) -> str:
+    grouped: dict[tuple[str, str], list[PairChanges]] = {}
+    for pair in pairs:
+        grouped.setdefault((pair.machine, pair.branch), []).append(pair)
+    groups = [
+        {
+            "anchor": slug(f"{machine}-{branch}"),
+            "machine": machine,
+            "branch": branch,
+            "changed": sum(1 for p in group if p.changes),
+            # newest first
+            "pairs": [_pair_view(data, p, why_pages.get(p.anchor, {})) for p in reversed(group)],
+        }
+        for (machine, branch), group in grouped.items()
+    ]
+    return _render("changes.html", "Changes", "changes.html", groups=groups, config_source=data.config.source)
+
+
+# -------------------------------------------------------------- why
+
+
+def render_why(data: SiteData, pair: PairChanges, c: check.Comparison, why: Explanation) -> str:
+    pretty = _pretty(data, c.name)
+    values: dict[str, Any] = {
+        "pair": pair,
+        "pretty": pretty,
+        "graph": graph_url(data.benchmarks.get(c.name), c.name, pair.machine, pair.branch, pair),
+        "before": fmt_value(c, c.before),
+        "after": fmt_value(c, c.after),
+        "ratio": _fmt_ratio(c.ratio),
+        "failed": why.diff.note if why.diff.status == "failed" else "",
+        "top": TOP_FUNCTIONS,
+    }
+    total_before = sum(b for _, b, _ in why.groups)
+    total_after = sum(h for _, _, h in why.groups)
+    net = total_after - total_before
+    scale = max((abs(h - b) for _, b, h in why.groups), default=0) or 1
+    groups = []
+    for group, before, after in why.groups:
+        moved = after != before
+        groups.append(
+            {
+                "name": group,
+                "anchor": slug(group),
+                "before": _fmt_instructions(before),
+                "after": _fmt_instructions(after),
+                "change": _fmt_instructions(after - before, signed=True),
+                "direction": "up" if after > before else "down" if after < before else "",
+                "width": f"{100 * abs(after - before) / scale:.0f}" if moved else None,
+                "share": f"{(after - before) / net * 100:.0f}% of the net change" if moved and net else "",
+            }
+        )
+    moved_functions: dict[str, dict[str, list[Any]]] = {g: {"up": [], "down": []} for g in GROUP_ORDER}
+    for d in why.diff.increases:
+        moved_functions[function_group(d.function)]["up"].append(d)
+    for d in why.diff.decreases:
+        moved_functions[function_group(d.function)]["down"].append(d)
+    functions = []
+    for group in GROUP_ORDER:
+        tables = []
+        for title, direction in (("more instructions", "up"), ("fewer instructions", "down")):
+            rows = moved_functions[group][direction]  # largest change first (the diff's order)
+            if rows:
+                tables.append(
+                    {
+                        "title": title,
+                        "direction": direction,
+                        "total": len(rows),
+                        "rows": [
+                            {
+                                "function": d.function,
+                                "before": _fmt_instructions(d.base),
+                                "after": _fmt_instructions(d.head),
+                                "delta": d.delta,
+                                "change": _fmt_instructions(d.delta, signed=True),
+                            }
+                            for d in rows[:TOP_FUNCTIONS]
+                        ],
+                    }
+                )
+        functions.append({"name": group, "anchor": slug(group), "tables": tables})
+    values.update(
+        total_before=_fmt_instructions(total_before),
+        total_after=_fmt_instructions(total_after),
+        net=_fmt_instructions(net, signed=True),
+        groups=groups,
+        functions=functions,
+    )
+    return _render("why.html", f"Why: {pretty}", "why.html", depth=1, **values)
+
+
+def render_why_index(
+    data: SiteData, pairs: Sequence[PairChanges], why_pages: Mapping[str, dict[str, str]]
+) -> str:
+    rows = []
+    for pair in reversed(pairs):
+        for c in pair.changes:
+            if c.metric == "instructions":
+                rows.append(
+                    {
+                        "c": c,
+                        "pair": pair,
+                        "css": slug(c.status),
+                        "pretty": _pretty(data, c.name),
+                        "sort_ratio": _log_ratio(c.ratio),
+                        "ratio": _fmt_ratio(c.ratio),
+                        "page": why_pages.get(pair.anchor, {}).get(c.name),
+                    }
+                )
+    missing = sum(1 for row in rows if row["page"] is None)
+    return _render(
+        "why_index.html", "Why did instruction counts change?", "why.html", rows=rows, missing=missing
+    )
+
+
+# -------------------------------------------------------------- operators
+
+
+def _sparkline(
+    symbol_id: str, points: Sequence[tuple[Build, float]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An SVG symbol of median speedup per commit, and each commit's point (for the marker)."""
+    width, height, pad = SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD
+    values = [v for _, v in points]
+    low, high = min([*values, 1.0]), max([*values, 1.0])
+    span = (high - low) or 1.0
+    step = (width - 2 * pad) / max(len(points) - 1, 1)
+    coords: dict[str, tuple[str, str]] = {}
+    dots = []
+    for i, (build, value) in enumerate(points):
+        x = pad + i * step if len(points) > 1 else width / 2  # a single commit sits in the middle
+        y = height - pad - (value - low) / span * (height - 2 * pad)
+        coords[build.commit] = (f"{x:.1f}", f"{y:.1f}")
+        dots.append({"x": f"{x:.1f}", "y": f"{y:.1f}", "title": f"{build.label}: {value:.2f}×"})
+    parity = height - pad - (1.0 - low) / span * (height - 2 * pad)
+    symbol = {
+        "id": symbol_id,
+        "parity": f"{parity:.1f}",
+        "polyline": " ".join(f"{x},{y}" for x, y in coords.values()),
+        "dots": dots,
+    }
+    return symbol, coords
+
+
+def _operator_row(row: OperatorRow, symbol: str | None, marker: tuple[str, str] | None) -> dict[str, Any]:
+    speedups = [
+        {"sort": "" if q is None else q, "text": "-" if q is None else f"{q:.2f}×"}
+        for q in (row.speedups or (None, None, None))
+    ]
+    times = [
+        {"sort": "" if v is None else v, "text": _fmt_seconds(v)}
+        for v in (row.eager_s, row.compiled_s, row.compile_s)
+    ]
+    return {
+        "operator": row.operator,
+        "inputs": row.inputs,
+        "failed": row.failed,
+        "speedups": speedups,
+        "times": times,
+        "symbol": symbol,
+        "marker": marker,
+    }
+
+
+def render_operators(data: SiteData) -> str:
+    sections: list[dict[str, Any]] = []
+    symbols: list[dict[str, Any]] = []
+    for machine in data.machines:
+        commits = history_commits(data, machine)
+        tables = {c: operator_rows(data.results[(machine, c)], data.benchmarks) for c in commits}
+        tables = {c: rows for c, rows in tables.items() if rows}
+        history: dict[str, list[tuple[Build, float]]] = {}
+        for commit, rows in tables.items():
+            for row in rows:
+                if row.speedups:
+                    history.setdefault(row.operator, []).append((data.builds[commit], row.speedups[1]))
+        coords = {}
+        for operator, points in history.items():
+            symbol, coords[operator] = _sparkline(slug(f"spark-{machine}-{operator}"), points)
+            symbols.append(symbol)
+        for commit, rows in tables.items():
+            build = data.builds[commit]
+            view_rows = []
+            for row in rows:
+                spark = coords.get(row.operator)
+                symbol_id = slug(f"spark-{machine}-{row.operator}") if spark else None
+                view_rows.append(_operator_row(row, symbol_id, spark.get(commit) if spark else None))
+            anchor = slug(f"ops-{machine}-{build.short}")
+            sections.append({"anchor": anchor, "machine": machine, "build": build, "rows": view_rows})
+    sections.reverse()  # newest first
+    return _render(
+        "operators.html",
+        "Operators: TorchInductor speedups",
+        "operators.html",
+        sections=sections,
+        symbols=symbols,
+    )
+
+
+# -------------------------------------------------------------- all pages
+
+
+def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
+    """benchkit's pages as {path in the site: HTML}, and how many of each there are."""
+    pairs = pair_changes(data)
+    pages: dict[str, str] = {}
+    why_pages: dict[str, dict[str, str]] = {}
+    store = ProfileStore(data.conf.results_dir)
+    for pair in pairs:
+        for c in pair.changes:
+            if c.metric != "instructions":
+                continue
+            why = explain(store, pair, c, data.benchmarks.get(c.name))
+            if why is None:
+                continue
+            path = why_file(pair, c.name)
+            pages[path] = render_why(data, pair, c, why)
+            why_pages.setdefault(pair.anchor, {})[c.name] = path
+    counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
+    pages["changes.html"] = render_changes(data, pairs, why_pages)
+    pages["why.html"] = render_why_index(data, pairs, why_pages)
+    pages["operators.html"] = render_operators(data)
+    return pages, counts

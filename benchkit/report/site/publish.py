@@ -1,0 +1,193 @@
+"""Publishing: `asv publish` into the html folder, benchkit's pages beside it, asv's
+CDN assets pointed at local copies, and a ``file://`` transport for asv's JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from benchkit.errors import UserError
+from benchkit.history.results import load_asv_config
+from benchkit.report.site.data import load_site_data, log
+from benchkit.report.site.pages import PAGES, render_pages
+from benchkit.util import atomic_write_text
+
+ASSETS_DIR = Path(__file__).with_name("assets")
+VENDOR_DIR = ASSETS_DIR / "vendor"
+# Which asv CDN file each local copy replaces, by the URL's last path component.
+VENDORED = {
+    "jquery-3.3.1.min.js": "jquery-3.3.1.min.js",
+    "jquery.flot.min.js": "jquery.flot.js",
+    "jquery.flot.time.min.js": "jquery.flot.time.js",
+    "jquery.flot.selection.min.js": "jquery.flot.selection.js",
+    "jquery.flot.categories.min.js": "jquery.flot.categories.js",
+    "jquery.flot.orderBars.js": "jquery.flot.orderBars.js",
+    "stupidtable.min.js": "stupidtable.min.js",
+    "md5.min.js": "md5.min.js",
+    "bootstrap.min.js": "bootstrap.min.js",
+    "bootstrap.min.css": "css/bootstrap.min.css",
+}
+
+
+def write_public(path: Path, text: str) -> None:
+    """Write atomically, readable by everyone: a web server usually runs as another user
+    (the temporary file `atomic_write_text` renames into place is private)."""
+    atomic_write_text(path, text)
+    path.chmod(0o644)
+
+
+# -------------------------------------------------------------- asv's pages
+
+
+_EXTERNAL_TAG = re.compile(r"<(script|link)\b[^>]*?\b(?:src|href)=\"(https?://[^\"]+)\"[^>]*>", re.I)
+
+
+def localize_asv_assets(html_dir: Path) -> list[str]:
+    """Point asv's CDN <script>/<link> tags at local copies; returns URLs left external."""
+    shutil.copytree(VENDOR_DIR, html_dir / "vendor", dirs_exist_ok=True)
+    left: list[str] = []
+    for page in html_dir.glob("*.html"):
+        text = page.read_text()
+
+        def local(match: re.Match[str]) -> str:
+            tag, url = match.group(1).lower(), match.group(2)
+            vendored = VENDORED.get(url.rsplit("/", 1)[-1])
+            if vendored is None:
+                if tag == "script" or "stylesheet" in match.group(0):
+                    left.append(url)
+                return match.group(0)
+            if tag == "script":
+                return f'<script src="vendor/{vendored}">'
+            return f'<link rel="stylesheet" href="vendor/{vendored}">'
+
+        new = _EXTERNAL_TAG.sub(local, text)
+        if new != text:
+            write_public(page, new)
+    return left
+
+
+def enable_file_access(html_dir: Path) -> int:
+    """Let asv's pages work from ``file://``: a script twin of every JSON file, and the transport
+    (assets/asv_file_shim.js) that reads them; returns how many twins were written."""
+    count = 0
+    for path in html_dir.rglob("*.json"):
+        relative = json.dumps(path.relative_to(html_dir).as_posix())
+        # The JSON text is a JavaScript expression as it is; it is not parsed here.
+        path.with_name(path.name + ".js").write_bytes(
+            b"benchkitJson(" + relative.encode() + b"," + path.read_bytes() + b");\n"
+        )
+        count += 1
+    index = html_dir / "index.html"
+    text = index.read_text()
+    shim = '<script src="benchkit/asv_file_shim.js"></script>\n'
+    if shim in text:
+        return count
+    at = re.search(r"<script[^>]*\bsrc=\"asv\.js\"", text)
+    if at is None:
+        log("warning: asv's index.html does not load asv.js where expected; its pages need a server")
+        return count
+    write_public(index, text[: at.start()] + shim + text[at.start() :])
+    return count
+
+
+_ASV_NAV_ANCHOR = '<li id="nav-li-regressions">'
+
+
+def link_from_asv(html_dir: Path) -> bool:
+    """Add our pages to asv's navigation bar (after "Regressions"); False if asv's page changed shape."""
+    index = html_dir / "index.html"
+    text = index.read_text()
+    items = "".join(f'<li class="benchkit-nav"><a href="{f}">{label}</a></li>' for f, label in PAGES)
+    at = text.find(_ASV_NAV_ANCHOR)
+    if at < 0:
+        banner = f'<div class="benchkit-nav">benchkit: <ul>{items}</ul></div>'
+        new = text.replace("<body>", f"<body>{banner}", 1)
+        found = False
+    else:
+        end = text.index("</li>", at) + len("</li>")
+        new = text[:end] + items + text[end:]
+        found = True
+    write_public(index, new)
+    return found
+
+
+# ------------------------------------------------------------------ publish
+
+
+def _start_asv_publish(conf_path: Path, html_dir: Path | None) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "asv", "publish", "--config", str(conf_path)]
+    if html_dir is not None:
+        command += ["--html-dir", str(html_dir)]
+    return subprocess.Popen(
+        command, cwd=conf_path.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _wait_asv_publish(proc: subprocess.Popen[str]) -> None:
+    output, _ = proc.communicate()
+    if proc.returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        raise UserError(f"`asv publish` failed with exit code {proc.returncode}:\n{tail}")
+
+
+def write_pages(pages: Mapping[str, str], html_dir: Path) -> None:
+    for path, text in pages.items():
+        write_public(html_dir / path, text)
+    assets = html_dir / "benchkit"
+    assets.mkdir(exist_ok=True)
+    for name in ("site.css", "site.js", "asv_file_shim.js"):
+        shutil.copyfile(ASSETS_DIR / name, assets / name)
+
+
+def publish(
+    conf_path: Path = Path("asv.conf.json"),
+    html_dir: Path | None = None,
+    config_path: Path | None = None,
+) -> Path:
+    """`asv publish` into the html folder, then benchkit's pages; returns the folder."""
+    conf_path = conf_path.resolve()
+    if not conf_path.is_file():
+        raise UserError(f"asv config {conf_path} not found")
+    started = time.perf_counter()
+    conf = load_asv_config(conf_path)
+    target = (html_dir or conf_path.parent / conf.html_dir).resolve()
+    # asv publish deletes the folder; keep a README a repository tracks there.
+    readme = target / "README.md"
+    kept_readme = readme.read_bytes() if readme.is_file() else None
+    # asv only reads the results and writes html/; our pages need the same results but not
+    # asv's output, so they are computed while asv publishes and written once it is done.
+    proc = _start_asv_publish(conf_path, html_dir.resolve() if html_dir else None)
+    log(f"asv publish into {target} started; reading results and rendering benchkit's pages meanwhile")
+    try:
+        data = load_site_data(conf_path, config_path)
+        pages, counts = render_pages(data)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    rendered_s = time.perf_counter() - started
+    _wait_asv_publish(proc)
+    asv_s = time.perf_counter() - started
+    if kept_readme is not None:
+        readme.write_bytes(kept_readme)
+    write_pages(pages, target)
+    left = localize_asv_assets(target)
+    if left:
+        log("warning: asv's pages still load from the network: " + ", ".join(left))
+    if not link_from_asv(target):
+        log("warning: asv's index.html has no navigation bar where expected; added a banner instead")
+    enable_file_access(target)
+    total = time.perf_counter() - started
+    log(
+        f"pages rendered in {rendered_s:.1f} s while asv published ({asv_s:.1f} s), written in "
+        f"{total - asv_s:.1f} s: "
+        + ", ".join(f"{n} {what}" for what, n in counts.items())
+        + f" -> {target / 'changes.html'}"
+    )
+    return target
