@@ -1,7 +1,10 @@
 """TorchInductor operator speedups as asv history (see docs/operators.md).
 
 One class per operator of the default set (``benchkit.measure.operators.workload.DEFAULT_OPERATORS``),
-parameterized by the operator's inputs from the bundled model logs:
+parameterized by the operator's inputs from the bundled model logs; or, with
+``BENCHKIT_OPERATOR_LOGS=PATH`` (log files or folders such as PyTorch's
+``operator_inp_logs``, separated by ``os.pathsep``), one class per operator of
+those logs with its three most-called inputs:
 
 * ``track_compiled_over_eager``: compiled time / eager time. Lower is better
   (asv's convention): 0.5 means the inductor kernel takes half the eager time.
@@ -30,7 +33,7 @@ from typing import Any, ClassVar
 from benchkit.measure.operators import asv as _asv_operators
 from benchkit.measure.operators import workload as _workload
 
-_WORKLOAD = _workload.load_suite("default")
+_WORKLOAD = _workload.asv_workload()
 _INPUTS = {name: _workload.input_labels(_WORKLOAD.inputs(name)) for name in _WORKLOAD.operators}
 
 

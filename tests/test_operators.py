@@ -23,13 +23,15 @@ from benchkit.measure.operators import workload as op_workload
 from benchkit.measure.operators.log_format import parse_log_text
 
 REPO = Path(__file__).resolve().parent.parent
-PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "pytorch_operator_inp_logs"
+PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "operator_inp_logs"  # PyTorch's folder layout
 
 TINY_LOG = """\
 Operator: aten.relu.default
 cnt: 3, ((T([16, 64], f32),), {})
 Operator: aten.nll_loss_forward.default
 cnt: 1, ((T([8, 10], f32), T([8], i64), None, 1, -100), {})
+Operator: aten.masked_fill_.Scalar
+cnt: 1, ((T([8, 10], f32), T([8, 10], b8), -1.0), {})
 """
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CPU-only machine)")
@@ -96,8 +98,10 @@ def test_select_operators() -> None:
 
 def test_skip_reasons() -> None:
     aten = torch.ops.aten
-    assert "input generator NYI" in op_workload.skip_reason(aten.nll_loss_forward.default)
-    assert "input generator NYI" in op_workload.skip_reason(aten.embedding.default)
+    assert "input generator NYI" in op_workload.skip_reason(aten.masked_fill_.Scalar)
+    # Index-taking operators with a rule (benchkit.measure.operators.index_inputs) are measured.
+    assert op_workload.skip_reason(aten.nll_loss_forward.default) is None
+    assert op_workload.skip_reason(aten.embedding.default) is None
     assert "non-compute" in op_workload.skip_reason(aten._unsafe_view.default)
     assert "no inductor lowering or decomposition" in op_workload.skip_reason(aten._add_relu.Tensor)
     assert "convolution" in op_workload.skip_reason(aten.convolution.default)
@@ -108,8 +112,11 @@ def test_skip_reasons() -> None:
 
 def test_suites_and_their_errors(tmp_path: Path) -> None:
     assert op_workload.load_suite("mlp").log.inputs_for("aten.gelu.default")
-    directory = op_workload.load_suite(str(PYTORCH_LOGS))
-    assert directory.name == "pytorch_operator_inp_logs" and "aten.tril.default" in directory.operators
+    directory = op_workload.load_suite(str(PYTORCH_LOGS))  # logs in nested folders
+    assert directory.name == "operator_inp_logs" and "aten.tril.default" in directory.operators
+    assert {"aten.relu_.default", "aten.gather.default"} <= set(
+        directory.operators
+    )  # timm_, torchbench_train
     with pytest.raises(UserError, match="operator_inp_logs/timm_train"):
         op_workload.load_suite("timm")
     with pytest.raises(UserError, match="not a bundled suite"):
@@ -248,10 +255,10 @@ def test_cli_writes_operatorbench_csv(
     assert code == 0
     csv_path = tmp_path / "operatorbench_my_model_float32.csv"
     assert f"Wrote {csv_path}" in out
-    assert "Skipping aten.nll_loss_forward.default: input generator NYI" in out
+    assert "Skipping aten.masked_fill_.Scalar: input generator NYI" in out
     rows = list(csv.DictReader(csv_path.read_text().splitlines()))
-    assert [row["operator"] for row in rows] == ["aten.relu.default"]
-    assert float(rows[0]["inductor 50th"]) > 0 and float(rows[0]["eager abs"]) > 0
+    assert [row["operator"] for row in rows] == ["aten.nll_loss_forward.default", "aten.relu.default"]
+    assert all(float(row["inductor 50th"]) > 0 and float(row["eager abs"]) > 0 for row in rows)
 
 
 def test_cli_errors_are_one_line(
@@ -288,7 +295,8 @@ def test_cuda_timing(inductor_cache: Path) -> None:
 
 @pytest.mark.slow
 def test_pytorch_written_logs_benchmark(tmp_path: Path, inductor_cache: Path) -> None:
-    """Logs in PyTorch's exact format (excerpts of its hf/timm logs) parse and benchmark end to end."""
+    """Logs in PyTorch's format and folder layout (our own fixtures) parse and benchmark end to end,
+    index-taking operators included."""
     completed = subprocess.run(
         [
             sys.executable,
@@ -309,10 +317,13 @@ def test_pytorch_written_logs_benchmark(tmp_path: Path, inductor_cache: Path) ->
         env=dict(os.environ, BENCHKIT_CACHE_DIR=str(inductor_cache)),
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
-    rows = list(csv.DictReader((tmp_path / "operatorbench_pytorch_operator_inp_logs_float32.csv").open()))
+    rows = list(csv.DictReader((tmp_path / "operatorbench_operator_inp_logs_float32.csv").open()))
     measured = {row["operator"] for row in rows}
     expected = {"aten._softmax.default", "aten.gelu.default", "aten.native_layer_norm.default",
-                "aten.relu_.default", "aten.threshold_backward.default", "aten.sum.dim_IntList"}  # fmt: skip
+                "aten.relu_.default", "aten.threshold_backward.default", "aten.sum.dim_IntList",
+                # index-taking operators: measured with valid indices, not skipped
+                "aten.embedding.default", "aten.embedding_dense_backward.default", "aten.gather.default",
+                "aten.nll_loss_forward.default", "aten.nll_loss_backward.default"}  # fmt: skip
     assert expected <= measured
     assert "Skipping aten.convolution.default" in completed.stdout
     assert "Skipping aten.masked_fill_.Scalar" in completed.stdout
@@ -360,3 +371,51 @@ def test_processes_combine_by_median_and_keep_failures() -> None:
     assert combined["operators"]["skipped"] == {"skip": "why"}
     failed = op_asv._combine_processes([run(2.0, 1.0), run(2.0, 1.0, error="boom")])
     assert failed["operators"]["op"]["inputs"]["a"]["error"] == "boom"
+
+
+def test_asv_measures_the_logs_named_by_the_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("BENCHKIT_OPERATOR_LOGS", raising=False)
+    assert op_workload.asv_workload().operators == op_workload.DEFAULT_OPERATORS
+    extra = tmp_path / "mine.txt"
+    extra.write_text(TINY_LOG)
+    monkeypatch.setenv("BENCHKIT_OPERATOR_LOGS", os.pathsep.join([str(PYTORCH_LOGS), str(extra)]))
+    workload = op_workload.asv_workload()
+    # Every operator of every log below the folder (nested), plus the file's.
+    assert {
+        "aten.embedding.default",
+        "aten.relu_.default",
+        "aten.gather.default",
+        "aten.relu.default",
+    } <= set(workload.operators)
+    assert all(
+        len(workload.inputs(op)) <= op_workload.DEFAULT_INPUTS_PER_OPERATOR for op in workload.operators
+    )
+    monkeypatch.setenv("BENCHKIT_OPERATOR_LOGS", str(tmp_path / "missing"))
+    with pytest.raises(
+        UserError, match=r"BENCHKIT_OPERATOR_LOGS: .*missing is neither a log file nor a folder"
+    ):
+        op_workload.asv_workload()
+
+
+@pytest.mark.slow
+def test_asv_tracks_a_users_operator_logs(inductor_cache: Path) -> None:
+    """BENCHKIT_OPERATOR_LOGS over logs in PyTorch's nested layout: the embedding lookup (an
+    index-taking operator) is measured through asv, with stable benchmark names."""
+    completed = subprocess.run(
+        ["asv", "run", "--python=same", "--quick", "--show-stderr", "-b", "operators.aten_embedding_default"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(
+            os.environ,
+            BENCHKIT_CACHE_DIR=str(inductor_cache),
+            BENCHKIT_OPERATOR_LOGS=str(PYTORCH_LOGS),
+            BENCHKIT_OPERATOR_ROUNDS="2",
+            BENCHKIT_OPERATOR_PROCESSES="1",
+        ),
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    out = completed.stdout
+    assert "operators: 1 of" in out  # only the selected operator was timed
+    assert "operators.aten_embedding_default.track_compiled_over_eager" in out
+    assert out.count(" ok") >= 4 and "failed" not in out

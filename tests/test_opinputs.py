@@ -25,25 +25,25 @@ from benchkit.measure.operators.materialize import materialize
 from benchkit.measure.operators.recorder import record
 
 REPO = Path(__file__).resolve().parent.parent
-PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "pytorch_operator_inp_logs"
-LONGFORMER = PYTORCH_LOGS / "hf_AllenaiLongformerBase_training_excerpt.txt"
+PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "operator_inp_logs"  # PyTorch's layout
+BERT_LOG = PYTORCH_LOGS / "hf_train" / "TinyBertForMaskedLM_training.txt"
 
 
 # --- parsing ----------------------------------------------------------------
 
 
 def test_pytorch_log_parses_with_strides_kwargs_and_scalars() -> None:
-    log = load_log(LONGFORMER)
-    assert len(log.operators) == 14
-    assert len(log) == 16
+    log = load_log(BERT_LOG)
+    assert len(log.operators) == 15
+    assert len(log) == 17
     # PyTorch's loader renames the old overload name; so do we.
     assert "aten.sum.dim_IntList" in log.operators and "aten.sum.SymInt" not in log.operators
 
     (softmax,) = log.inputs_for("aten._softmax.default")
-    assert softmax.count == 12
-    assert softmax.args == (TensorSpec((1, 1024, 12, 513), "f16", (6303744, 513, 525312, 1)), -1, True)
+    assert softmax.count == 4
+    assert softmax.args == (TensorSpec((2, 4, 64, 64), "f16", (16384, 64, 256, 1)), -1, True)
     assert softmax.kwargs == {}
-    assert softmax.location == f"{LONGFORMER}:2"
+    assert softmax.location == f"{BERT_LOG}:2"
 
     to_copy = log.inputs_for("aten._to_copy.default")
     assert to_copy[1].kwargs == {"dtype": DtypeName("i32"), "layout": TorchName("strided"), "device": "cuda"}
@@ -51,14 +51,14 @@ def test_pytorch_log_parses_with_strides_kwargs_and_scalars() -> None:
     (masked,) = log.inputs_for("aten.masked_fill_.Scalar")
     assert masked.args[2] == -math.inf
     (broadcast,) = log.inputs_for("aten.eq.Scalar")
-    assert broadcast.args[0].stride == (65792, 257, 0, 1)
+    assert broadcast.args[0].stride == (4160, 65, 0, 1)
     (slice_backward,) = log.inputs_for("aten.slice_backward.default")
-    assert slice_backward.args[1:] == ([12, 4, 256, 769], 2, 0, 9223372036854775807, 1)
+    assert slice_backward.args[1:] == ([2, 4, 64, 129], 3, 64, 9223372036854775807, 1)
     (new_empty,) = log.inputs_for("aten.new_empty.default")
     assert new_empty.kwargs["pin_memory"] is False
     (layer_norm,) = log.inputs_for("aten.native_layer_norm.default")
-    assert layer_norm.args[1] == [768] and layer_norm.args[4] == pytest.approx(1e-05)
-    (scalar_add,) = load_log(PYTORCH_LOGS / "timm_resnet18_training_excerpt.txt").inputs_for(
+    assert layer_norm.args[1] == [128] and layer_norm.args[4] == pytest.approx(1e-12)
+    (scalar_add,) = load_log(PYTORCH_LOGS / "timm_train" / "tinyconvnet_training.txt").inputs_for(
         "aten.add_.Tensor"
     )
     assert scalar_add.args == (TensorSpec((), "i64"), 1)
@@ -93,8 +93,8 @@ def test_identical_calls_merge_and_counts_add_up() -> None:
     text = "Operator: aten.relu.default\ncnt: 2, ((T([3], f32),), {})\n\ncnt: 5, ((T([3], f32),), {})\n"
     (item,) = parse_log_text(text).inputs_for("aten.relu.default")
     assert item.count == 7 and item.location == "<text>:2"
-    merged = load_logs([LONGFORMER, LONGFORMER])
-    assert merged.inputs_for("aten._softmax.default")[0].count == 24
+    merged = load_logs([BERT_LOG, BERT_LOG])
+    assert merged.inputs_for("aten._softmax.default")[0].count == 8
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_parsing_never_imports_torch() -> None:
     code = (
         "import sys; import benchmarks.operators as b; "
         "from benchkit.measure.operators.log_format import load_log; "
-        f"load_log({str(LONGFORMER)!r}); assert 'torch' not in sys.modules, 'torch imported'; "
+        f"load_log({str(BERT_LOG)!r}); assert 'torch' not in sys.modules, 'torch imported'; "
         "print(len([n for n in vars(b) if n.startswith('aten_')]))"
     )
     completed = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
@@ -154,7 +154,7 @@ def test_parsing_never_imports_torch() -> None:
 def test_materialize_reproduces_shapes_strides_and_remaps_dtype_and_device() -> None:
     import torch
 
-    log = load_log(LONGFORMER)
+    log = load_log(BERT_LOG)
     for items in log.inputs.values():
         for item in items:
             args, kwargs = materialize(item, dtype=torch.float32, device="cpu")
@@ -182,8 +182,8 @@ def test_materialize_reproduces_shapes_strides_and_remaps_dtype_and_device() -> 
 def test_materialize_is_deterministic_and_differs_between_inputs() -> None:
     import torch
 
-    log = load_log(LONGFORMER)
-    first = log.inputs_for("aten.add.Tensor")[1]
+    log = load_log(BERT_LOG)
+    first = log.inputs_for("aten.add.Tensor")[0]
     a, _ = materialize(first)
     b, _ = materialize(first)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
@@ -193,7 +193,7 @@ def test_materialize_is_deterministic_and_differs_between_inputs() -> None:
     assert not torch.equal(c.flatten()[:100], a[0].flatten()[:100])
     (broadcast,) = log.inputs_for("aten.eq.Scalar")
     (expanded, _), _ = materialize(broadcast)
-    assert torch.equal(expanded[:, :, 0], expanded[:, :, 11])  # stride 0 really shares memory
+    assert torch.equal(expanded[:, :, 0], expanded[:, :, 3])  # stride 0 really shares memory
 
 
 def test_channels_last() -> None:

@@ -30,7 +30,7 @@ from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
 from benchkit.measure.operators.suite import measure_suite
 from benchkit.measure.operators.timing import MeasureOptions, configure_inductor_cache
-from benchkit.measure.operators.workload import input_labels, load_suite
+from benchkit.measure.operators.workload import asv_workload, input_labels
 from benchkit.util import atomic_write_json, cache_dir, child_env, content_key, progress_bar, torch_build_id
 
 METHODS = (
@@ -159,11 +159,11 @@ def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[
 def _time_default_set(rounds: int, operators: Sequence[str] | None = None) -> dict[str, Any]:
     """One timing process of `measure_default_set_for_asv`: every input of the chosen operators."""
     configure_inductor_cache()  # the parent's choice, from the environment
-    workload = load_suite("default")
+    workload = asv_workload()
     if operators is not None:
         unknown = sorted(set(operators) - set(workload.operators))
         if unknown:
-            raise UserError(f"not in the default operator set: {', '.join(unknown)}")
+            raise UserError(f"not in the measured operator set: {', '.join(unknown)}")
         workload = dataclasses.replace(
             workload, operators=tuple(o for o in workload.operators if o in operators)
         )

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchkit.measure.operators.index_inputs import with_valid_indices
 from benchkit.measure.operators.inputs import OperatorInput, UnsupportedInputError
-from benchkit.measure.operators.materialize import materialize
+from benchkit.measure.operators.materialize import input_seed, materialize
 from benchkit.util import cache_dir, torch_build_id
 
 # Timing rounds per input; the fastest round per model is kept. 30 rounds of
@@ -195,7 +196,8 @@ def _check_accuracy(
 def operator_arguments(
     operator: Any, item: OperatorInput, options: MeasureOptions
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """`materialize` plus the one op-specific fix a dtype change needs.
+    """`materialize`, index arguments redrawn within bounds (`index_inputs`), plus the one
+    op-specific fix a dtype change needs.
 
     ``half_to_float=True`` (softmax on half inputs, float result) is only valid
     for half inputs; once --dtype made them float32, the equivalent call is
@@ -205,6 +207,7 @@ def operator_arguments(
 
     dtype = options.torch_dtype()
     args, kwargs = materialize(item, device=options.device, dtype=dtype, channels_last=options.channels_last)
+    args, kwargs = with_valid_indices(operator, args, kwargs, input_seed(item) + 1)
     if dtype is not None and dtype not in (torch.float16, torch.bfloat16):
         names = [argument.name for argument in operator._schema.arguments]
         if "half_to_float" in names:

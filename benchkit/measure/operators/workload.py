@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
+from benchkit.measure.operators.index_inputs import has_rule
 from benchkit.measure.operators.inputs import OperatorInput
 from benchkit.measure.operators.log_format import OperatorLog, load_log, load_logs
 from benchkit.measure.operators.models import BUNDLED_LOG_DIR, MODELS
@@ -63,6 +65,7 @@ _INPUT_GENERATOR_NYI = (
     "masked_fill_.Scalar",
     "embedding",
 )
+OPERATOR_LOGS_ENV = "BENCHKIT_OPERATOR_LOGS"
 SUITE_NAMES = ("default", "models", *MODELS)
 _PYTORCH_SUITES = ("timm", "huggingface", "torchbench")
 
@@ -127,10 +130,7 @@ def load_suite(suite: str) -> Workload:
         return Workload(suite, log, tuple(sorted(log.operators)))
     path = Path(suite)
     if path.is_dir():
-        files = sorted(path.glob("*.txt"))
-        if not files:
-            raise UserError(f"--suite {suite}: directory has no *.txt operator-input logs")
-        log = load_logs(files)
+        log = load_logs(log_files(path, f"--suite {suite}"))
         return Workload(path.name, log, tuple(sorted(log.operators)))
     hint = ""
     if suite in _PYTORCH_SUITES:
@@ -141,6 +141,38 @@ def load_suite(suite: str) -> Workload:
     raise UserError(
         f"--suite {suite!r}: not a bundled suite ({', '.join(SUITE_NAMES)}) nor a directory of logs{hint}"
     )
+
+
+def log_files(folder: Path, what: str) -> list[Path]:
+    """Every ``*.txt`` log below `folder`, nested folders included (PyTorch's
+    ``operator_inp_logs/{hf_train,timm_train,torchbench_train}/``), in path order."""
+    files = sorted(p for p in folder.rglob("*.txt") if p.is_file())
+    if not files:
+        raise UserError(f"{what}: {folder} holds no *.txt operator-input logs (searched its subfolders too)")
+    return files
+
+
+def asv_workload() -> Workload:
+    """What the asv operator suite measures: the default set, or the logs named by
+    ``BENCHKIT_OPERATOR_LOGS`` (files or folders, separated by ``os.pathsep``).
+
+    A user's logs are measured like the default set: every logged operator, its
+    ``DEFAULT_INPUTS_PER_OPERATOR`` most-called (then largest) inputs.
+    """
+    setting = os.environ.get(OPERATOR_LOGS_ENV, "").strip()
+    if not setting:
+        return load_suite("default")
+    files: list[Path] = []
+    for entry in filter(None, (part.strip() for part in setting.split(os.pathsep))):
+        path = Path(entry).expanduser()
+        if path.is_dir():
+            files += log_files(path, OPERATOR_LOGS_ENV)
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise UserError(f"{OPERATOR_LOGS_ENV}: {path} is neither a log file nor a folder of logs")
+    log = load_logs(files)
+    return Workload("logs", log, tuple(sorted(log.operators)), DEFAULT_INPUTS_PER_OPERATOR)
 
 
 def load_input_file(path: str | Path) -> Workload:
@@ -189,7 +221,8 @@ def select_operators(workload: Workload, requested: Sequence[str]) -> list[str]:
 def skip_reason(operator: Any) -> str | None:
     """Why an operator is not worth (or not possible) to benchmark, or None.
 
-    Mirrors operatorbench: inputs the random generator cannot make valid,
+    Mirrors operatorbench: inputs the random generator cannot make valid (unless
+    `index_inputs` has a rule for the operator's indices),
     non-compute ops, ops inductor has no lowering or decomposition for, and
     convolutions; plus ops inductor lowers only to a fallback (aten) kernel.
     """
@@ -198,9 +231,8 @@ def skip_reason(operator: Any) -> str | None:
     from torch._inductor.lowering import lowerings
 
     name = str(operator)
-    for pattern in _INPUT_GENERATOR_NYI:
-        if pattern in name:
-            return "input generator NYI: random data is not a valid input (indices/targets)"
+    if any(pattern in name for pattern in _INPUT_GENERATOR_NYI) and not has_rule(operator):
+        return "input generator NYI: random data is not a valid input (indices/targets)"
     if operator == torch.ops.aten._unsafe_view.default:
         return "non-compute operator (a view)"
     if "empty" in operator.overloadpacket.__name__:
