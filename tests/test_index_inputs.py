@@ -15,7 +15,7 @@ from benchkit.measure.operators.log_format import parse_log_text
 LOG = """\
 Operator: aten.embedding.default
 cnt: 1, ((T([1000, 64], f32), T([4, 32], i64)), {})
-cnt: 1, ((T([50, 64], f32), T([4, 32], i64), 0), {})
+cnt: 1, ((T([50, 64], f32), T([4, 32], i64, stride=(0, 1)), 0), {})
 Operator: aten.embedding_dense_backward.default
 cnt: 1, ((T([4, 32, 64], f32), T([4, 32], i64), 1000, -1, False), {})
 Operator: aten.nll_loss_forward.default
@@ -71,6 +71,11 @@ def test_indices_are_in_bounds_deterministic_and_run(name: str, index_position: 
         same = again[1][0] if index_position is None else again[index_position]
         assert torch.equal(index, same)
         operator(*args, **kwargs)  # raises on an invalid index
+
+
+def test_a_broadcast_index_keeps_its_layout() -> None:
+    (_, (args, _)) = _arguments("aten.embedding.default")
+    assert args[1].stride() == (0, 1) and int(args[1].max()) < 50
 
 
 def test_nll_loss_backward_total_weight_matches_the_targets() -> None:

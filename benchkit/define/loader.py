@@ -5,6 +5,8 @@ A definition module is a Python file with a module-level ``BENCHMARKS`` dict
 Users add theirs without editing the suite, with ``--definitions PATH`` on the
 CLI or, for asv, the ``BENCHKIT_DEFINITIONS`` environment variable (paths
 separated by ``os.pathsep``). ``BENCHKIT_STANDARD=0`` leaves the standard suite out.
+A PyTorch checkout's ``benchmarks/instruction_counts`` folder, or a module in its
+``definitions/``, loads unchanged (`benchkit.define.pytorch_layout`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit.define import pytorch_layout
 from benchkit.errors import UserError
 
 DEFINITIONS_ENV = "BENCHKIT_DEFINITIONS"
@@ -24,6 +27,15 @@ STANDARD_ENV = "BENCHKIT_STANDARD"
 
 
 def _load_user_module(path: Path) -> dict[Any, Any]:
+    if pytorch_layout.layout_root(path) is not None:  # a PyTorch checkout's instruction_counts
+        benchmarks = pytorch_layout.load(path)
+        _check_labels(path, benchmarks)
+        return benchmarks
+    if path.is_dir():
+        raise UserError(
+            f"definitions {path} is a folder: give a definitions .py file, or the instruction_counts "
+            "folder of a PyTorch checkout (it holds definitions/standard.py)"
+        )
     if not path.is_file():
         raise UserError(f"definitions file {path} does not exist")
     name = f"benchkit_user_definitions_{abs(hash(str(path.resolve())))}"

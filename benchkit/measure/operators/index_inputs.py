@@ -138,8 +138,12 @@ def with_valid_indices(
             raise ValueError(
                 f"{operator}: no valid index below {bound} for an argument of shape {tuple(like.shape)}"
             )
-        values = torch.randint(0, bound, tuple(like.shape), generator=generator, dtype=torch.int64)
-        return values.to(device=like.device, dtype=like.dtype)
+        # Fill the whole storage and keep the logged layout (e.g. a stride-0 broadcast
+        # of one row of token ids): every element any view can see is in bounds.
+        storage = max(like.untyped_storage().nbytes() // like.element_size(), 1)
+        values = torch.randint(0, bound, (storage,), generator=generator, dtype=torch.int64)
+        values = values.to(device=like.device, dtype=like.dtype)
+        return values.as_strided(tuple(like.shape), like.stride(), like.storage_offset())
 
     values, moved = _positional(operator, args, kwargs)
     rule(values, draw)
