@@ -629,13 +629,19 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     wall = section.split("Wall time (", 1)[1].split("</table>", 1)[0]
     linear = next(row for row in wall.split("<tr")[1:] if "Modules/Linear | Python" in row)
     assert linear.startswith(' class="regression"')
-    assert float(re.search(r"×([0-9.]+) \(", linear).group(1)) > 1.5  # type: ignore[union-attr]
+    # Wall time under whatever else runs: the gate's factor, not the size (counts below).
+    assert float(re.search(r"×([0-9.]+) \(", linear).group(1)) > 1.1  # type: ignore[union-attr]
     assert UPSTREAM_2_13 in changes  # the wheel's torch.version.git_version, linked
     data = site_data.load_site_data(project.config)
     # The suite records Callgrind counts (valgrind is part of the install): Linear's extra call
     # must be explained.
     assert any(i.key.endswith(".track_instructions") for i in data.benchmarks.values())
     assert "Instruction counts (" in section
+    counted = section.split("Instruction counts (", 1)[1].split("</table>", 1)[0]
+    linear_counts = next(row for row in counted.split("<tr")[1:] if "Modules/Linear | Python" in row)
+    # Linear computes its result twice: its instruction count grows by about half, whatever the load.
+    assert linear_counts.startswith(' class="regression"')
+    assert float(re.search(r"×([0-9.]+) \(", linear_counts).group(1)) > 1.3  # type: ignore[union-attr]
     why = re.search(r'<a href="(why/[0-9a-f]+\.html)">where\?</a>', section)
     assert why, "no why page for the instruction-count change"
     page = (html_dir / why.group(1)).read_text()
