@@ -131,11 +131,17 @@ def _build_id(package: Path) -> str:
 
 
 def progress_bar(total: int, unit: str) -> Any:
-    """A tqdm bar on stderr: live on a terminal; in logs (asv's, CI's) at most a line every 30 s."""
+    """A tqdm bar on stderr: live on a terminal; in logs (asv's, CI's) at most a line every 30 s,
+    so a status text (``set_postfix_str``) is shown with the next line rather than forcing one."""
     from tqdm import tqdm
 
     interactive = sys.stderr.isatty()
-    return tqdm(
+
+    class Bar(tqdm):  # type: ignore[misc]
+        def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+            super().set_postfix_str(s, refresh=refresh and interactive)
+
+    return Bar(
         total=total,
         unit=unit,
         file=sys.stderr,

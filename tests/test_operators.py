@@ -331,20 +331,20 @@ def test_pytorch_written_logs_benchmark(tmp_path: Path, inductor_cache: Path) ->
     assert "Accuracy check failed" not in completed.stdout
 
 
-@pytest.mark.slow
-def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
-    completed = subprocess.run(
-        ["asv", "run", "--python=same", "--quick", "--show-stderr", "-b", "operators.aten_relu_default"],
+def _asv_run(selection: str, inductor_cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`asv run --python=same --quick -b SELECTION` in this checkout, with 2 timing rounds."""
+    return subprocess.run(
+        ["asv", "run", "--python=same", "--quick", "--show-stderr", "-b", selection],
         cwd=REPO,
         capture_output=True,
         text=True,
-        env=dict(
-            os.environ,
-            BENCHKIT_CACHE_DIR=str(inductor_cache),
-            BENCHKIT_OPERATOR_ROUNDS="2",
-            BENCHKIT_OPERATOR_PROCESSES="2",
-        ),
+        env=dict(os.environ, BENCHKIT_CACHE_DIR=str(inductor_cache), BENCHKIT_OPERATOR_ROUNDS="2", **env),
     )
+
+
+@pytest.mark.slow
+def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
+    completed = _asv_run("operators.aten_relu_default", inductor_cache, BENCHKIT_OPERATOR_PROCESSES="2")
     assert completed.returncode == 0, completed.stdout[-3000:]
     out = completed.stdout
     for method in ("track_compiled_over_eager", "track_eager_seconds", "track_compiled_seconds",
@@ -401,18 +401,11 @@ def test_asv_measures_the_logs_named_by_the_setting(monkeypatch: pytest.MonkeyPa
 def test_asv_tracks_a_users_operator_logs(inductor_cache: Path) -> None:
     """BENCHKIT_OPERATOR_LOGS over logs in PyTorch's nested layout: the embedding lookup (an
     index-taking operator) is measured through asv, with stable benchmark names."""
-    completed = subprocess.run(
-        ["asv", "run", "--python=same", "--quick", "--show-stderr", "-b", "operators.aten_embedding_default"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=dict(
-            os.environ,
-            BENCHKIT_CACHE_DIR=str(inductor_cache),
-            BENCHKIT_OPERATOR_LOGS=str(PYTORCH_LOGS),
-            BENCHKIT_OPERATOR_ROUNDS="2",
-            BENCHKIT_OPERATOR_PROCESSES="1",
-        ),
+    completed = _asv_run(
+        "operators.aten_embedding_default",
+        inductor_cache,
+        BENCHKIT_OPERATOR_LOGS=str(PYTORCH_LOGS),
+        BENCHKIT_OPERATOR_PROCESSES="1",
     )
     assert completed.returncode == 0, completed.stdout[-3000:]
     out = completed.stdout

@@ -14,13 +14,13 @@ from benchkit.measure.operators.suite import measure_operator, warm_up_compiler
 from benchkit.measure.operators.summary import OperatorSummary, render_csv, summarize, summary_backend_names
 from benchkit.measure.operators.timing import (
     DEFAULT_ROUNDS,
+    INDUCTOR_CONFIG_PRESETS,
     Backend,
     InputMeasurement,
     MeasureOptions,
     configure_inductor_cache,
 )
 from benchkit.measure.operators.workload import (
-    INDUCTOR_CONFIG_PRESETS,
     SUITE_NAMES,
     load_input_file,
     load_suite,

@@ -11,15 +11,14 @@ A PyTorch checkout's ``benchmarks/instruction_counts`` folder, or a module in it
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from benchkit.define import pytorch_layout
+from benchkit.define.modules import run_definitions
 from benchkit.errors import UserError
 
 DEFINITIONS_ENV = "BENCHKIT_DEFINITIONS"
@@ -38,23 +37,7 @@ def _load_user_module(path: Path) -> dict[Any, Any]:
         )
     if not path.is_file():
         raise UserError(f"definitions file {path} does not exist")
-    name = f"benchkit_user_definitions_{abs(hash(str(path.resolve())))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UserError(f"definitions file {path} is not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except UserError as e:
-        raise UserError(f"{path}: {e}") from None
-    except SystemExit as e:  # would end asv's discovery (or benchkit) without a word
-        raise UserError(f"{path}: the definitions called sys.exit({e.code!r}) while loading") from None
-    except Exception as e:
-        raise UserError(f"{path}: loading the definitions failed: {type(e).__name__}: {e}") from e
-    benchmarks = getattr(module, "BENCHMARKS", None)
-    if not isinstance(benchmarks, dict):
-        raise UserError(f"{path}: no module-level BENCHMARKS dict")
+    benchmarks = run_definitions(path, f"benchkit_user_definitions_{abs(hash(str(path.resolve())))}")
     _check_labels(path, benchmarks)
     return benchmarks
 

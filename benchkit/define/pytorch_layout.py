@@ -22,7 +22,6 @@ the load; ``sys.modules`` is restored afterwards.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import re
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any
 
 from benchkit.define import api
 from benchkit.define.expand import flatten
+from benchkit.define.modules import run_definitions
 from benchkit.errors import UserError
 
 # The top-level names PyTorch's definition files import besides torch.
@@ -161,20 +161,4 @@ def load(path: Path) -> dict[Any, Any]:
     source = definitions_file(path if path.is_dir() else path.resolve())
     name = f"definitions.{source.stem}"
     with _imports_resolved(root):
-        spec = importlib.util.spec_from_file_location(name, source)
-        if spec is None or spec.loader is None:
-            raise UserError(f"{source}: not a Python module")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except UserError as e:
-            raise UserError(f"{source}: {e}") from None
-        except SystemExit as e:
-            raise UserError(f"{source}: the definitions called sys.exit({e.code!r}) while loading") from None
-        except Exception as e:
-            raise UserError(f"{source}: loading the definitions failed: {type(e).__name__}: {e}") from e
-    benchmarks = getattr(module, "BENCHMARKS", None)
-    if not isinstance(benchmarks, dict):
-        raise UserError(f"{source}: no module-level BENCHMARKS dict")
-    return benchmarks
+        return run_definitions(source, name)

@@ -45,16 +45,6 @@ DEFAULT_OPERATORS: tuple[str, ...] = (
 # then the largest (most work): the calls whose speed matters.
 DEFAULT_INPUTS_PER_OPERATOR = 3
 
-# Named presets for --inductor-config, as in operatorbench; KEY=VALUE also works.
-INDUCTOR_CONFIG_PRESETS: dict[str, dict[str, Any]] = {
-    "halide": {"cpu_backend": "halide", "cuda_backend": "halide"},
-    "autotune": {
-        "max_autotune_pointwise": True,
-        "max_autotune": True,
-        "max_autotune_gemm": True,
-        "coordinate_descent_tuning": True,
-    },
-}
 
 # Ops whose random inputs are not valid (index tensors, targets): operatorbench's list.
 _INPUT_GENERATOR_NYI = (

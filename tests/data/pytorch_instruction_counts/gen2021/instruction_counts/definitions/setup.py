@@ -8,14 +8,16 @@ _SMALL = GroupedSetup(
     r"auto x = torch::full({3, 3}, 2.0);",
 )
 
-_PAIR = GroupedSetup(*parse_stmts(
-    r"""
+_PAIR = GroupedSetup(
+    *parse_stmts(
+        r"""
         Python                                   | C++
         ---------------------------------------- | ----------------------------------------
         a = torch.arange(6.0).view(2, 3)         | auto a = torch::arange(6.0).view({2, 3});
         b = torch.ones((2, 3))                   | auto b = torch::ones({2, 3});
     """
-))
+    )
+)
 
 
 class Setup(enum.Enum):

@@ -4,18 +4,19 @@ from core.api import GroupedSetup
 from core.utils import parse_stmts
 
 _SMALL = GroupedSetup(
-    r"x = torch.full((3, 3), 2.0)",
-    r"auto x = torch::full({3, 3}, 2.0);",
+    r"x = torch.linspace(-1, 1, 9).view(3, 3)", r"auto x = torch::linspace(-1, 1, 9).view({3, 3});"
 )
 
-_PAIR = GroupedSetup(*parse_stmts(
-    r"""
+_PAIR = GroupedSetup(
+    *parse_stmts(
+        r"""
         Python                                   | C++
         ---------------------------------------- | ----------------------------------------
-        a = torch.arange(6.0).view(2, 3)         | auto a = torch::arange(6.0).view({2, 3});
-        b = torch.ones((2, 3))                   | auto b = torch::ones({2, 3});
+        a = torch.eye(3)                         | auto a = torch::eye(3);
+        b = torch.full((3, 3), 0.5)              | auto b = torch::full({3, 3}, 0.5);
     """
-))
+    )
+)
 
 
 class Setup(enum.Enum):
