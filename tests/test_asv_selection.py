@@ -68,7 +68,7 @@ def test_operators_are_selected_by_any_method_and_input() -> None:
 FAKE_ASV = """
 import json, subprocess, sys
 # A parent process whose command line is an asv command, as asv's own is.
-child = "import json; from benchkit import asv_selection as s; i = s.current_invocation(); "
+child = "import json; from benchkit.measure import selection as s; i = s.current_invocation(); "
 child += "print(json.dumps(None if i is None else [i.pid, i.regexes]))"
 out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout
 print(json.dumps({"me": __import__("os").getpid(), "seen": json.loads(out)}))
@@ -87,7 +87,7 @@ def test_the_asv_command_is_found_among_the_ancestors(tmp_path: Path, repo_root:
     assert report["seen"] == [report["me"], ["Linear"]]
     # Not under asv at all: no selection, i.e. everything.
     plain = subprocess.run(
-        [sys.executable, "-c", "from benchkit import asv_selection as s; print(s.current_invocation())"],
+        [sys.executable, "-c", "from benchkit.measure import selection as s; print(s.current_invocation())"],
         capture_output=True, text=True, check=True, env=env,
     )  # fmt: skip
     assert plain.stdout.strip() == "None"

@@ -52,7 +52,8 @@ def test_a_compile_killed_midway_does_not_block_the_next_run(tmp_path: Path) -> 
     shard = _shard("auto y = torch::ones({3}) * 7;")
     build_dir = cpp_batch._build_dir(shard)
     code = (
-        "from benchkit import cpp_batch; from benchkit.define.api import Language, TimerArgs; "
+        "from benchkit.measure.cpp import shards as cpp_batch; "
+        "from benchkit.define.api import Language, TimerArgs; "
         "cpp_batch.build(cpp_batch.CppSuite([TimerArgs(%r, language=Language.CPP)]).shards[0])"
     )
     first = subprocess.Popen(
