@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "benchkit.cli.history",  # history init/add/list
     "benchkit.cli.check",
     "benchkit.cli.publish",
+    "benchkit.cli.backfill",
     "benchkit.cli.main_job",  # main
 )
 

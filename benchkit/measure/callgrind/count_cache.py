@@ -36,7 +36,7 @@ def recount_requested() -> bool:
 
 
 @functools.cache
-def _counting_code_key() -> str:
+def counting_code_key() -> str:
     """Every file of the Callgrind stage and the statement loop: a change to any of
     them may move counts, so counts from older code are not reused."""
     here = Path(__file__).resolve().parent
@@ -46,7 +46,7 @@ def _counting_code_key() -> str:
 
 def store_dir(valgrind: str) -> Path:
     """The folder of this torch build's counts under this valgrind and counting code."""
-    return cache_dir("callgrind", "counts", content_key(torch_build_id(), valgrind, _counting_code_key()))
+    return cache_dir("callgrind", "counts", content_key(torch_build_id(), valgrind, counting_code_key()))
 
 
 def _entry_path(store: Path, case: Case) -> Path:

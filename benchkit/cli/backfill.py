@@ -1,0 +1,92 @@
+"""`benchkit backfill`: instruction counts of many torch builds over a Dask cluster
+(see `benchkit.history.backfill`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+SETTINGS = ("BENCHKIT_DEFINITIONS", "BENCHKIT_STANDARD")  # what the workers must see as the client does
+
+
+def _cmd_backfill(args: argparse.Namespace) -> int:
+    from distributed import Client, LocalCluster
+
+    from benchkit.define.expand import asv_class_name, select
+    from benchkit.define.loader import load_cases
+    from benchkit.errors import UserError
+    from benchkit.history import backfill
+    from benchkit.history.repo import HistoryRepo
+    from benchkit.history.results import load_asv_config
+
+    config = args.asv_config.resolve()
+    conf = load_asv_config(config)
+    repo = HistoryRepo(Path(conf.repo))
+    repo.require()
+    commits = backfill.parse_commits(repo, args.revisions)
+    cases = select(load_cases(args.definitions), args.filter)
+    if not cases:
+        raise UserError(f"no case matches --filter {args.filter!r}")
+    settings = {name: os.environ[name] for name in SETTINGS if name in os.environ}
+    if args.scheduler:
+        cluster, client = None, Client(args.scheduler)
+    else:
+        cluster = LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(cluster)
+        backfill._say(f"started a LocalCluster of {args.workers} worker process(es)")
+    try:
+        fingerprint = backfill.expected_fingerprint(client)
+        target = backfill.make_target(
+            conf, config.parent, {c.key: asv_class_name(c) for c in cases}, fingerprint
+        )
+        backfill._say(
+            f"{len(commits)} build(s), {len(cases)} case(s) each, into {target.results_dir / target.machine}"
+        )
+        summary = backfill.run_backfill(
+            client, repo, commits, target, case_filter=args.filter, definitions=args.definitions or (),
+            settings=settings, wait_for_workers=args.wait,
+        )  # fmt: skip
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    backfill._say(
+        f"finished in {summary.elapsed:.0f}s: {len(summary.done)} build(s) counted, "
+        f"{len(summary.skipped)} already complete, {len(summary.failed)} failed"
+        + (f", {len(summary.refused_workers)} worker(s) refused" if summary.refused_workers else "")
+    )
+    for commit, reason in summary.failed.items():
+        backfill._say(f"FAILED {commit[:12]}: {reason}")
+    backfill._say(
+        f"results: asv machine {target.machine} (benchkit check --machine {target.machine} BASE HEAD)"
+    )
+    return 0 if summary.ok else 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "backfill",
+        help="instruction counts of many torch builds over a Dask cluster, into asv's results",
+        description="Count the history's builds on a Dask cluster (a LocalCluster without --scheduler); "
+        "every build's counts land in asv's results under one logical machine. Exit 0 only when every "
+        "build was counted completely.",
+    )
+    parser.add_argument(
+        "revisions", nargs="*", metavar="REV", help="commits or ranges of the torch history (default: main)"
+    )
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler, e.g. tcp://host:8786")
+    parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
+    parser.add_argument("--filter", metavar="REGEX", help="only cases whose key matches")
+    parser.add_argument(
+        "--definitions", action="append", metavar="PATH", help="benchmark definitions module (repeatable)"
+    )
+    parser.add_argument(
+        "--asv-config", type=Path, default=Path("asv.conf.json"), help="(default: asv.conf.json)"
+    )
+    parser.add_argument(
+        "--wait", type=float, default=60.0, help="seconds to wait for workers to join (default 60)"
+    )
+    parser.set_defaults(func=_cmd_backfill)
