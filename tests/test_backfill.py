@@ -24,6 +24,8 @@ import pytest
 from test_asv_e2e import LINEAR, RELU, AsvProject, make_project, slow_linear_wheel
 from test_build_torch import LOCAL_WHEEL
 
+from benchkit.define.expand import asv_class_name
+from benchkit.define.loader import load_cases
 from benchkit.history import backfill
 from benchkit.history.fingerprint import counting_fingerprint, differences, machine_name
 from benchkit.history.repo import HistoryRepo
@@ -77,7 +79,17 @@ def _counts(project: AsvProject, commit: str) -> dict[str, float | None]:
     conf = load_asv_config(project.config)
     machine = machine_name(counting_fingerprint())
     measured = load_result_set(conf, commit, machine).measurements
-    return {name.split(".")[1]: m.value for (name, _env), m in measured.items()}
+    return {_case_of(name): m.value for (name, _env), m in measured.items()}
+
+
+def _case_of(benchmark: str) -> str:
+    """``instruction_counts.<label slug>_<key hash>.track_instructions`` -> the label slug."""
+    return benchmark.split(".")[1].rsplit("_", 1)[0]
+
+
+def _slugs_by_key(project: AsvProject) -> dict[str, str]:
+    cases = load_cases([project.env["BENCHKIT_DEFINITIONS"]], standard=False)
+    return {case.key: asv_class_name(case).rsplit("_", 1)[0] for case in cases}
 
 
 def test_fingerprints_name_one_logical_machine() -> None:
@@ -142,8 +154,9 @@ def test_backfill_on_a_local_cluster_equals_single_machine_counts(history: AsvPr
             env=history.env, cwd=history.root, capture_output=True, text=True,
         )  # fmt: skip
         assert single.returncode == 0, single.stderr[-2000:]
-        alone = {key: entry["instructions"] for key, entry in json.loads(out.read_text()).items()}
-        assert alone == {key: counts[commit][key] for key in alone}
+        slugs = _slugs_by_key(history)
+        alone = {slugs[key]: entry["instructions"] for key, entry in json.loads(out.read_text()).items()}
+        assert alone and alone == {slug: counts[commit][slug] for slug in alone}
     # Re-running skips every complete build; the gate and the site read the results.
     again = history.benchkit("backfill", "--asv-config", str(history.config))
     assert again.returncode == 0 and "3 already complete" in again.stderr
@@ -156,7 +169,9 @@ def test_backfill_on_a_local_cluster_equals_single_machine_counts(history: AsvPr
     assert published.returncode == 0, published.stderr[-2000:]
     index = json.loads((history.root / "html" / "index.json").read_text())
     assert machine in index["params"]["machine"]
-    graphs = (history.root / "html" / "graphs").rglob(f"instruction_counts.{LINEAR}.track_instructions.json")
+    graphs = (history.root / "html" / "graphs").rglob(
+        f"instruction_counts.{LINEAR}_*.track_instructions.json"
+    )
     assert any(f"machine-{machine}" in str(path) for path in graphs)
 
 
@@ -197,7 +212,7 @@ def test_killed_worker_and_refused_worker(history: AsvProject, tmp_path: Path) -
         client = Client(cluster)
         client.wait_for_workers(3, timeout=120)
         project_conf = load_asv_config(history.config)  # its benchmarks.json is the earlier test's
-        cases = {LINEAR: LINEAR, RELU: RELU}
+        cases = {c.key: asv_class_name(c) for c in load_cases([history.env["BENCHKIT_DEFINITIONS"]], False)}
         target = backfill.make_target(project_conf, history.root, cases, counting_fingerprint())
         target = dataclasses.replace(target, results_dir=Path(conf.results_dir))
 
@@ -235,5 +250,11 @@ def test_killed_worker_and_refused_worker(history: AsvProject, tmp_path: Path) -
         )
         assert status["status"] == "ok"
         measured = load_result_set(conf, commit, target.machine).measurements
-        here = {name.split(".")[1]: m.value for (name, _env), m in measured.items()}
-        assert here == {key: value for key, value in _counts(history, commit).items() if key in here}
+        here = {_case_of(name): m.value for (name, _env), m in measured.items()}
+        before = {key: value for key, value in _counts(history, commit).items() if key in here}
+        # A recount in other processes: equal but for the residual layout noise of a
+        # small case (seen once: ReLU's 18,243 vs 18,307 instructions, 0.35%), well
+        # inside the gate's 0.5% (docs/instruction_counts.md, "Residual layout noise").
+        assert here.keys() == before.keys() and all(
+            abs(here[key] / before[key] - 1) < 0.005 for key in here
+        ), f"commit {commit[:12]}: {here} after the kill, {before} before"
