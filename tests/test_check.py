@@ -155,7 +155,10 @@ def test_six_samples_against_six_can_still_be_a_regression(project: Project) -> 
         project.add(BASE, f"wt.{name}.time_it", [sorted(before)[3]], [before])
         project.add(HEAD, f"wt.{name}.time_it", [sorted(after)[3]], [after])
     verdict = project.check()
-    assert _statuses(verdict) == {"wt.separated.time_it": "regression", "wt.overlapping.time_it": "can't tell"}
+    assert _statuses(verdict) == {
+        "wt.separated.time_it": "regression",
+        "wt.overlapping.time_it": "can't tell",
+    }
     assert verdict.exit_code == 1
 
 
