@@ -197,11 +197,11 @@ def _environment_verdict(
     if pair.between is not None:
         rest = log_ratio - math.log(pair.between.factor)
         if abs(rest) > math.log1p(threshold) and noise.detects(rest) and (rest > 0) == (log_ratio > 0):
-            left = f"×{math.exp(rest):.2f} beyond the {pair.between.describe()}"
+            left = f"×{math.exp(rest):.2f} beyond the {pair.between.short()}"
             return make(status=status, note=_join(left, note))
-        return make(status="can't tell", note=_join(f"explained by the {pair.between.describe()}", note))
+        return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
     if pair.rounds:
-        shifts = "; ".join(s.describe() for s in pair.rounds)
+        shifts = "; ".join(s.short() for s in pair.rounds)
         return make(status="can't tell", note=_join(f"wall time unreliable: {shifts}", note))
     return make(status=status, note=note)
 

@@ -192,6 +192,9 @@ class EnvShift:
     n_down: int
     p: float
 
+    def short(self) -> str:
+        return f"environment shift of ×{self.factor:.2f} {self.where}"
+
     def describe(self) -> str:
         n = self.n_up + self.n_down
         most = max(self.n_up, self.n_down)
