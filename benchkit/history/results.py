@@ -89,6 +89,21 @@ def result_machines(results_dir: str) -> list[str]:
     return sorted({Path(p).parent.name for p in iter_machine_files(results_dir)})
 
 
+def pick_machine(results_dir: str, machine: str | None) -> str:
+    """The machine to read: the one asked for, or the only one with results."""
+    machines = result_machines(results_dir)
+    if machine is None:
+        if len(machines) != 1:
+            listed = ", ".join(machines) or "none"
+            raise UserError(
+                f"results of several machines ({listed}) in {results_dir}: choose one with --machine"
+            )
+        return machines[0]
+    if machine not in machines:
+        raise UserError(f"no results for machine {machine!r} (have: {', '.join(machines) or 'none'})")
+    return machine
+
+
 def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tuple[Any, ...]]:
     from asv.commands.compare import unroll_result
 

@@ -53,8 +53,8 @@ from benchkit.history.results import (
     load_asv_config,
     load_history,
     load_result_set,
+    pick_machine,
     resolve_commit,
-    result_machines,
 )
 from benchkit.report.check_config import (
     DEFAULT_CONFIG_NAMES,
@@ -478,16 +478,7 @@ def run_check(
     config = config.with_wall_factor(factor)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    machines = result_machines(conf.results_dir)
-    if machine is None:
-        if len(machines) != 1:
-            listed = ", ".join(machines) or "none"
-            raise UserError(
-                f"results of several machines ({listed}) in {conf.results_dir}: choose one with --machine"
-            )
-        machine = machines[0]
-    elif machine not in machines:
-        raise UserError(f"no results for machine {machine!r} (have: {', '.join(machines) or 'none'})")
+    machine = pick_machine(conf.results_dir, machine)
     sets = []
     history = load_history(conf, machine, env)
     for label in (base, head):
