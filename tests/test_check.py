@@ -135,6 +135,8 @@ def test_wall_time_needs_asv_statistics_and_the_factor(project: Project) -> None
     }
     assert verdict.exit_code == 1
     noisy = next(c for c in verdict.comparisons if c.name == "wt.noisy.time_it")
+    small = next(c for c in verdict.comparisons if c.name == "wt.small.time_it")
+    assert small.note == "below the threshold but beyond noise"  # +5% is real, but under ×1.10
     assert noisy.note.startswith("change within noise: MDC ±") and noisy.mdc is not None and noisy.mdc > 0.5
     # One factor for wall time only: 2.0 lets the 1.5x slowdown pass.
     assert project.check(factor=2.0).exit_code == 0

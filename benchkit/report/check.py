@@ -170,7 +170,8 @@ def compare_one(
     if not (worse or better):
         if noise.mdc is not None and noise.mdc > threshold:
             return make(status="can't tell", note=_join(f"noise hides the threshold: {mdc_text}", note))
-        return make(status="unchanged", note=note)
+        real = "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
+        return make(status="unchanged", note=_join(real, note))
     if not noise.detects(log_ratio):
         return make(status="can't tell", note=_join(f"change within noise: {mdc_text}", note))
     if not significant:
