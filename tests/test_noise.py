@@ -95,7 +95,7 @@ def test_noise_decides_between_regression_and_cant_tell(tmp_path: Path) -> None:
 
 
 def _shift_project(
-    tmp_path: Path, head_wall: float, head_rounds: tuple[float, float] = (1.0, 1.0)
+    tmp_path: Path, head_wall: float, head_rounds: tuple[float, float] = (1.0, 1.0), per_round: int = 5
 ) -> History:
     """15 cases, base commit 0 and head commit 1; case00's instruction count rises 5% on head."""
     rng = random.Random(3)
@@ -109,7 +109,7 @@ def _shift_project(
             project.add(i, COUNTS.format(case), 1e6 * (1.05 if moved else 1.0))
             center = 1e-5 * (head_wall if i == 1 else 1.0)
             rounds = head_rounds if i == 1 else (1.0, 1.0)
-            samples = [x for r in rounds for x in _samples(center * r, 0.01, 5, rng)]
+            samples = [x for r in rounds for x in _samples(center * r, 0.01, per_round, rng)]
             project.add(i, WALL.format(case), _median(samples), samples)
     project.save()
     return project
@@ -131,6 +131,19 @@ def test_a_common_wall_time_shift_is_the_environment_not_torch(tmp_path: Path) -
     assert "#### Environment" in verdict.markdown
     regressions = verdict.markdown.split("#### Regressions")[1].split("####")[0]
     assert WALL.format("C00") in regressions and WALL.format("C01") not in regressions
+
+
+def test_an_environment_shift_also_clears_benchmarks_of_unknown_noise(tmp_path: Path) -> None:
+    """2 samples a round: too few for a noise estimate; the shift still explains the wall times."""
+    project = _shift_project(tmp_path, head_wall=1.5, per_round=2)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    by_name = {c.name: c for c in verdict.comparisons}
+    moved = by_name[WALL.format("C00")]
+    assert moved.status == "regression" and moved.mdc is None
+    assert "noise unknown" in moved.note and "instruction count moved too" in moved.note
+    others = [by_name[WALL.format(f"C{k:02d}")] for k in range(1, 15)]
+    assert {c.status for c in others} == {"can't tell"}
+    assert all("explained by the environment shift of ×1.5" in c.note for c in others)
 
 
 def test_without_a_common_shift_the_same_slowdown_is_a_regression(tmp_path: Path) -> None:

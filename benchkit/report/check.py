@@ -165,7 +165,10 @@ def compare_one(
             return make(status="can't tell", note=_join("within noise (asv statistics)", note))
         # Fail closed: beyond the threshold and asv's test, as the gate always judged.
         status = "regression" if worse else "improvement"
-        return make(status=status, note=_join(f"noise unknown: {noise.basis}", note))
+        note = _join(f"noise unknown: {noise.basis}", note)
+        if metric == "wall_time" and pair is not None:
+            return _environment_verdict(make, status, log_ratio, threshold, noise, pair, (name, env), note)
+        return make(status=status, note=note)
     mdc_text = f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
     if not (worse or better):
         if noise.mdc is not None and noise.mdc > threshold:
@@ -197,7 +200,8 @@ def _environment_verdict(
         return make(status=status, note=_join("instruction count moved too", note))
     if pair.between is not None:
         rest = log_ratio - math.log(pair.between.factor)
-        if abs(rest) > math.log1p(threshold) and noise.detects(rest) and (rest > 0) == (log_ratio > 0):
+        seen = noise.sigma is None or noise.detects(rest)  # unknown noise: the threshold alone
+        if abs(rest) > math.log1p(threshold) and seen and (rest > 0) == (log_ratio > 0):
             left = f"×{math.exp(rest):.2f} beyond the {pair.between.short()}"
             return make(status=status, note=_join(left, note))
         return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
