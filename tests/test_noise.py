@@ -167,3 +167,35 @@ def test_rounds_that_disagree_mark_the_build_as_environment_shifted(tmp_path: Pa
     assert not any(c.status == "unchanged" and c.ratio and c.ratio > 1.1 for c in walls)
     # The base build's rounds agree: no shift is reported for it.
     assert not any(f"within base {base}" in s for s in verdict.shifts)
+
+
+def test_changes_page_shows_mdc_cant_tell_and_the_environment_shift(tmp_path: Path) -> None:
+    """The site judges a pair as the gate does and shows what noise hid, escaped."""
+    from benchkit.history.results import load_asv_config, load_result_set
+    from benchkit.report import check_config
+    from benchkit.report.site import data as site_data
+    from benchkit.report.site import pages
+
+    project = _shift_project(tmp_path, head_wall=1.5)
+    conf = load_asv_config(project.config)
+    base, head = (load_result_set(conf, commit_hash(i), "box") for i in (0, 1))
+    config = check_config.parse_check_config({}, "<defaults & co>")
+    units = {name: b["unit"] for name, b in project.benchmarks.items()}
+    comparisons, found = check.compare_pair(base, head, units, config)
+    builds = {
+        r.commit: site_data.Build(r.commit, i, 1_700_000_000, "2.13.0", None)
+        for i, r in enumerate((base, head))
+    }
+    data = site_data.SiteData(conf, ("box",), builds, {("box", r.commit): r for r in (base, head)},
+                              {("box", "main"): (base.commit, head.commit)}, {}, config, 1)  # fmt: skip
+    [pair] = site_data.pair_changes(data)
+    assert found.between is not None and pair.shifts == (found.between.describe(),)
+    assert dict(pair.uncertain) == {"can't tell": 14}
+    listed = {c.name: c.status for c in pair.changes}
+    assert listed == {c.name: c.status for c in comparisons if c.status in ("regression", "can't tell")}
+    page = pages.render_changes(data, [pair], {})
+    assert "environment shift of ×1.50 between base and head: 14 of 14 wall times moved slower" in page
+    assert page.count('<tr class="can-t-tell"><td>can&#39;t tell</td>') == 14
+    assert '<th class="num">MDC</th>' in page and '<td class="num">±' in page
+    assert "2 regressions, 14 can&#39;t tell" in page
+    assert "&lt;defaults &amp; co&gt;" in page and "<defaults" not in page
