@@ -102,3 +102,28 @@ def test_regressions_cli_over_asv_result_files(history: History, tmp_path: Path)
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert bad.returncode == 2 and "no results for machine 'nope'" in bad.stderr
+
+
+def test_builds_whose_rounds_disagree_are_named(tmp_path: Path) -> None:
+    """Commit 1 ran its second asv round 40 % slower for every case: the command names it."""
+    rng = random.Random(2)
+    project = History(tmp_path)
+    for k in range(12):
+        name = WALL.format(f"C{k}")
+        project.bench(name, "seconds")
+        for i in range(3):
+            second = 1.4 if i == 1 else 1.0
+            samples = [1e-5 * r * (1 + rng.uniform(-0.01, 0.01)) for r in (1.0,) * 5 + (second,) * 5]
+            project.add(i, name, sorted(samples)[5], samples)
+    project.save()
+    out = tmp_path / "steps.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(project.config),
+         "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    shifted = [line for line in run.stdout.splitlines() if "environment-shifted" in line]
+    assert len(shifted) == 1 and f"build {commit_hash(1)[:8]} " in shifted[0], run.stdout
+    assert "×1.40" in shifted[0] and "12 of 12 wall times moved slower" in shifted[0]
+    assert [b["commit"] for b in json.loads(out.read_text())["shifted_builds"]] == [commit_hash(1)]

@@ -24,8 +24,11 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
     steps = changepoints.changepoints(
         history, metric_of, lambda name: config.rule_for(name, metric_of(name))[1]
     )
+    shifted = changepoints.shifted_builds(history, metric_of)
     print(f"# {len(steps)} step(s) over {len(history)} commit(s) on machine {machine}")
     sys.stdout.write(changepoints.format_table(steps))
+    for commit, shift in shifted:
+        print(f"# wall time of build {commit[:8]} is environment-shifted: {shift}")
     if args.json:
         atomic_write_json(
             args.json,
@@ -34,6 +37,7 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
                 "commits": [r.commit for r in history],
                 "interval_level": changepoints.INTERVAL_LEVEL,
                 "steps": [s.as_json() for s in steps],
+                "shifted_builds": [{"commit": c, "shift": text} for c, text in shifted],
             },
         )
     return 0

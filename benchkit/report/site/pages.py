@@ -245,7 +245,8 @@ def render_regressions(data: SiteData) -> str:
             }
             for s in reversed(steps)  # newest first
         ]
-        sections.append({"machine": machine, "commits": len(history), "rows": rows})
+        shifted = [(data.builds[c], text) for c, text in changepoints.shifted_builds(history, metric_of)]
+        sections.append({"machine": machine, "commits": len(history), "rows": rows, "shifted": shifted})
     return _render(
         "regressions.html",
         "Regressions",
