@@ -55,3 +55,81 @@ def quantiles(values: Sequence[float]) -> tuple[float, float, float]:
 
     low, mid, high = np.quantile(np.asarray(values, dtype=float), QUANTILES).tolist()
     return low, mid, high
+
+
+# ---------------------------------------------------------------- noise and detectability
+#
+# Noise is measured on the log scale: a relative change ×r is log(r), symmetric for
+# slower and faster, and the spread of log-ratios of repeated runs does not depend on
+# the benchmark's absolute speed. "sigma" below is always the standard deviation of
+# log(after / before) between two runs, estimated robustly (MAD, so a few real steps or
+# one disturbed run do not inflate it).
+
+ALPHA = 0.001  # two-sided false-positive rate per benchmark for the minimum detectable change
+MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
+MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)  # s.e. of a median / s.e. of a mean, normal samples
+
+
+def z_two_sided(alpha: float = ALPHA) -> float:
+    """The normal quantile z with P(|Z| > z) = alpha (3.29 for alpha = 0.001)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1 - alpha / 2)
+
+
+def robust_sigma(values: Sequence[float], center: float | None = None) -> float | None:
+    """MAD-based standard deviation around `center` (the median when None); None below 2 values.
+
+    `center=0.0` is for A/A log-ratios, whose true center is known to be 0: a
+    consistent bias between runs is then counted as noise, as it should be.
+    """
+    import statistics
+
+    if len(values) < 2:
+        return None
+    mid = statistics.median(values) if center is None else center
+    return MAD_TO_SIGMA * statistics.median(abs(v - mid) for v in values)
+
+
+def log_samples(samples: Sequence[float] | None) -> list[float]:
+    return [math.log(x) for x in samples or () if x is not None and not math.isnan(x) and x > 0]
+
+
+def median_difference_sigma(sigma_a: float, n_a: int, sigma_b: float, n_b: int) -> float:
+    """Standard error of the difference of two medians of `n_a` and `n_b` samples."""
+    return MEDIAN_EFFICIENCY * math.sqrt(sigma_a**2 / n_a + sigma_b**2 / n_b)
+
+
+def minimum_detectable_change(sigma: float, alpha: float = ALPHA) -> float:
+    """The smallest relative slowdown a two-sided test at `alpha` can tell from noise.
+
+    MDC = exp(z_{1-alpha/2} * sigma) - 1, with `sigma` the standard deviation of
+    log(after / before) between two runs of the same build. A change with
+    |log(after / before)| below z * sigma is one that A/A pairs produce more often than
+    `alpha`.
+    """
+    return math.expm1(z_two_sided(alpha) * sigma)
+
+
+def sign_test_p(n_up: int, n_down: int) -> float:
+    """Exact two-sided sign test: the chance of a split at least this lopsided by coin flips."""
+    n = n_up + n_down
+    if n == 0:
+        return 1.0
+    k = min(n_up, n_down)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def split_rounds(samples: Sequence[float], rounds: int = 2) -> list[list[float]]:
+    """asv's `--record-samples` list cut into its rounds (round 1's samples come first).
+
+    asv does not record where one round ends; with a fixed repeat count every round
+    has the same number of samples, so equal parts are exact; with an adaptive
+    repeat they are an approximation.
+    """
+    n = len(samples)
+    if rounds < 2 or n < 2 * rounds:
+        return [list(samples)]
+    size = n // rounds
+    return [list(samples[i * size : (i + 1) * size if i < rounds - 1 else n]) for i in range(rounds)]

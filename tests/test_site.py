@@ -12,6 +12,7 @@ else to the test's temporary folder.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import html
 import http.server
@@ -311,7 +312,7 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
     flagged_total = 0
     for base, head in itertools.pairwise(commits):
         verdict = check.run_check(base, head, asv_config=project)
-        flagged = {c.name for c in verdict.comparisons if c.status in site_data.CHANGED_STATUSES}
+        flagged = {c.name for c in verdict.comparisons if site_data.listed(c)}
         flagged_total += len(flagged)
         anchor = f'id="pair-synthetic-main-{base[:8]}-{head[:8]}"'
         assert anchor in text
@@ -321,12 +322,40 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
         }
         assert titles == flagged, (base[:8], head[:8])
     assert flagged_total > 5, "the synthetic history should change often"
+    assert '<th class="num">MDC</th>' in text and "minimum detectable change" in text
     # Metric groups, the upstream commit of each build, and asv graph links with the pair.
     assert "Instruction counts (" in text and "Wall time (" in text
     assert "Operator ratios and other tracked values (" in text
     assert re.search(r'href="https://github\.com/pytorch/pytorch/commit/[0-9a-f]{40}"', text)
     graph = r"index\.html#instruction_counts\.Synthetic_op\w+\.\w+\?machine=synthetic&amp;branch=main&amp;"
     assert re.search(graph + r"commits=[0-9a-f]{8}-[0-9a-f]{8}", text)
+
+
+def test_regressions_page_lists_every_history_step_escaped(
+    site_dir: Path, project: Path, tmp_path: Path
+) -> None:
+    """regressions.html: the steps `benchkit regressions` finds, linked in the nav, names escaped."""
+    text = (site_dir / "regressions.html").read_text()
+    assert '<a href="regressions.html" class="active">Regressions</a>' in text
+    data = site_data.load_site_data(project)
+    run = subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(project), "--json",
+         str(tmp_path / "steps.json")],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    steps = [step["name"] for step in json.loads((tmp_path / "steps.json").read_text())["steps"]]
+    assert run.stdout.startswith(f"# {len(steps)} step(s) over ")
+    assert len(steps) > 5, "the synthetic history should step often"
+    titles = [html.unescape(t) for t in re.findall(r'<a href="index\.html#[^"]+" title="([^"]+)"', text)]
+    assert sorted(titles) == sorted(steps)
+    assert "code change" in text or "wall time only" in text or "counts only" in text
+    # A hostile pretty name reaches the page escaped.
+    name = steps[0]
+    info = dataclasses.replace(data.benchmarks[name], pretty="<script>alert(1)</script>")
+    hostile = dataclasses.replace(data, benchmarks={**data.benchmarks, name: info})
+    page = pages.render_regressions(hostile)
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
 def test_why_pages_explain_every_instruction_change_from_the_stored_profiles(

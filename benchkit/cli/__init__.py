@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "benchkit.cli.operators",
     "benchkit.cli.history",  # history init/add/list
     "benchkit.cli.check",
+    "benchkit.cli.regressions",
     "benchkit.cli.publish",
     "benchkit.cli.backfill",
     "benchkit.cli.main_job",  # main

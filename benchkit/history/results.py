@@ -89,10 +89,38 @@ def result_machines(results_dir: str) -> list[str]:
     return sorted({Path(p).parent.name for p in iter_machine_files(results_dir)})
 
 
+def pick_machine(results_dir: str, machine: str | None) -> str:
+    """The machine to read: the one asked for, or the only one with results."""
+    machines = result_machines(results_dir)
+    if machine is None:
+        if len(machines) != 1:
+            listed = ", ".join(machines) or "none"
+            raise UserError(
+                f"results of several machines ({listed}) in {results_dir}: choose one with --machine"
+            )
+        return machines[0]
+    if machine not in machines:
+        raise UserError(f"no results for machine {machine!r} (have: {', '.join(machines) or 'none'})")
+    return machine
+
+
 def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tuple[Any, ...]]:
     from asv.commands.compare import unroll_result
 
     return unroll_result(key, params, *columns)
+
+
+def _add_measurements(result: Any, measurements: dict[tuple[str, str], Measurement]) -> None:
+    for key in result.get_all_result_keys():
+        params = result.get_result_params(key)
+        version = result.benchmark_version.get(key)
+        columns = (
+            result.get_result_value(key, params),
+            result.get_result_stats(key, params),
+            result.get_result_samples(key, params),
+        )
+        for name, value, stats, samples in unrolled_results(key, params, *columns):
+            measurements[(name, result.env_name)] = Measurement(value, stats, samples, version)
 
 
 def load_result_set(conf: Any, commit: str, machine: str, env: str | None = None) -> ResultSet:
@@ -100,19 +128,43 @@ def load_result_set(conf: Any, commit: str, machine: str, env: str | None = None
 
     measurements: dict[tuple[str, str], Measurement] = {}
     for result in asv_results.iter_results_for_machine_and_hash(conf.results_dir, machine, commit):
+        if env is None or result.env_name == env:
+            _add_measurements(result, measurements)
+    return ResultSet(commit, machine, measurements)
+
+
+def _branch_order(conf: Any) -> dict[str, int]:
+    """Position of each commit on the first configured branch (oldest 0); empty without a repository."""
+    from asv import util as asv_util
+    from asv.repo import NoSuchNameError, get_repo
+
+    try:
+        repo = get_repo(conf)
+        branch = conf.branches[0] if conf.branches else None
+        newest_first = repo.get_branch_commits(branch)
+    except (NoSuchNameError, asv_util.UserError, asv_util.ProcessError, OSError):
+        return {}
+    return {commit: i for i, commit in enumerate(reversed(newest_first))}
+
+
+def load_history(conf: Any, machine: str, env: str | None = None) -> list[ResultSet]:
+    """Every commit's results on `machine`, oldest first.
+
+    The order is the history's (first branch) when the repository can tell, else the
+    commit date asv recorded; noise estimates pair each commit with the one before it.
+    """
+    from asv import results as asv_results
+
+    sets: dict[str, dict[tuple[str, str], Measurement]] = {}
+    dates: dict[str, int] = {}
+    for result in asv_results.iter_results_for_machine(conf.results_dir, machine):
         if env is not None and result.env_name != env:
             continue
-        for key in result.get_all_result_keys():
-            params = result.get_result_params(key)
-            version = result.benchmark_version.get(key)
-            columns = (
-                result.get_result_value(key, params),
-                result.get_result_stats(key, params),
-                result.get_result_samples(key, params),
-            )
-            for name, value, stats, samples in unrolled_results(key, params, *columns):
-                measurements[(name, result.env_name)] = Measurement(value, stats, samples, version)
-    return ResultSet(commit, machine, measurements)
+        _add_measurements(result, sets.setdefault(result.commit_hash, {}))
+        dates[result.commit_hash] = result.date or 0
+    order = _branch_order(conf)
+    commits = sorted(sets, key=lambda c: (c not in order, order.get(c, 0), dates[c], c))
+    return [ResultSet(c, machine, sets[c]) for c in commits]
 
 
 def benchmark_units(conf: Any) -> dict[str, str | None]:

@@ -9,10 +9,19 @@ each metric by its own noise:
   relative threshold (default 0.5%) catches small real changes.
 * **wall time** (unit seconds) is noisy: a change counts only when asv's
   statistical test says the two sample sets differ *and* the ratio exceeds a
-  factor (default 1.10), as in `asv compare`.
+  factor (default 1.10), as in `asv compare`, *and* it exceeds the benchmark's
+  minimum detectable change (MDC) estimated from its own noise
+  (`benchkit.report.noise`).
 * **ratio** (any other tracked number, e.g. an operator's compiled/eager time
   ratio, lower is better): a relative threshold (default 10%), since each is a
   quotient of two timings without samples.
+
+Every metric is also held to its MDC (docs/verdicts.md): a change beyond the
+threshold but within noise is **can't tell**; a change within the threshold is
+**unchanged** only when the MDC is below the threshold, else **can't tell**; a
+benchmark whose noise cannot be estimated is **insufficient data**. Neither fails
+the gate; both are counted. Wall-time changes an environment shift explains are
+can't tell with that reason, unless the case's instruction count moved too.
 
 A reviewed config file (``benchkit-check.toml`` or ``.json``) changes the
 defaults and overrides them per benchmark by regular expression, each override
@@ -30,8 +39,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
@@ -41,9 +51,10 @@ from benchkit.history.results import (
     benchmark_units,
     default_metric,
     load_asv_config,
+    load_history,
     load_result_set,
+    pick_machine,
     resolve_commit,
-    result_machines,
 )
 from benchkit.report.check_config import (
     DEFAULT_CONFIG_NAMES,
@@ -53,14 +64,17 @@ from benchkit.report.check_config import (
     load_check_config,
     parse_check_config,
 )
-from benchkit.stats import significantly_different
+from benchkit.report.noise import Noise, PairNoise, estimate, history_sigmas, pair_noise
+from benchkit.stats import ALPHA, significantly_different
 
 # Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
 # "regression" they fail the gate (exit 1).
 LOST_ON_HEAD = ("newly failing", "newly skipped", "missing on head")
 FAILS_GATE = ("regression", *LOST_ON_HEAD)
 # Verdicts where both sides had a number and were compared.
-NUMERIC_STATUSES = ("regression", "improvement", "unchanged")
+NUMERIC_STATUSES = ("regression", "improvement", "unchanged", "can't tell", "insufficient data")
+# Compared, but noise hides the answer: shown and counted, never as "unchanged", never failing.
+UNCERTAIN = ("can't tell", "insufficient data")
 
 
 # ------------------------------------------------------------------ comparing
@@ -72,13 +86,18 @@ class Comparison:
     env: str
     metric: str
     unit: str | None
-    # regression | improvement | unchanged | newly failing | newly skipped | missing on head
-    # | still failing | fixed | not compared | ignored
+    # regression | improvement | unchanged | can't tell | insufficient data | newly failing
+    # | newly skipped | missing on head | still failing | fixed | not compared | ignored
     status: str
     before: Measurement | None
     after: Measurement | None
     threshold: float
     note: str = ""
+    noise: Noise | None = None  # set when both sides had numbers
+
+    @property
+    def mdc(self) -> float | None:
+        return self.noise.mdc if self.noise else None
 
     @property
     def ratio(self) -> float | None:
@@ -96,7 +115,9 @@ def compare_one(
     before: Measurement | None,
     after: Measurement | None,
     config: CheckConfig,
+    pair: PairNoise | None = None,
 ) -> Comparison:
+    """One benchmark's verdict; `pair` brings history noise and environment shifts."""
     metric, threshold, override = config.rule_for(name, default_metric(name, unit))
     make = functools.partial(
         Comparison, name, env, metric, unit, before=before, after=after, threshold=threshold
@@ -130,37 +151,114 @@ def compare_one(
     assert before.value is not None and after.value is not None
     worse = after.value > before.value * (1 + threshold)
     better = after.value * (1 + threshold) < before.value
-    if (worse or better) and metric == "wall_time" and not significantly_different(before, after):
-        return make(status="unchanged", note="within noise (asv statistics)")
-    if worse:
-        return make(status="regression", note=note)
-    if better:
-        return make(status="improvement", note=note)
-    return make(status="unchanged", note=note)
+    if before.value <= 0 or after.value <= 0:  # no log-ratio: the threshold alone, as before
+        status = "regression" if worse else "improvement" if better else "unchanged"
+        return make(status=status, note=note)
+    noise = estimate(metric, before, after, pair.history.get((name, env)) if pair else None)
+    make = functools.partial(make, noise=noise)
+    log_ratio = math.log(after.value / before.value)
+    significant = metric != "wall_time" or significantly_different(before, after)
+    if noise.sigma is None:
+        if not (worse or better):
+            return make(status="insufficient data", note=_join(f"noise unknown: {noise.basis}", note))
+        if not significant:
+            return make(status="can't tell", note=_join("within noise (asv statistics)", note))
+        # Fail closed: beyond the threshold and asv's test, as the gate always judged.
+        status = "regression" if worse else "improvement"
+        note = _join(f"noise unknown: {noise.basis}", note)
+        if metric == "wall_time" and pair is not None:
+            return _environment_verdict(make, status, log_ratio, threshold, noise, pair, (name, env), note)
+        return make(status=status, note=note)
+    mdc_text = f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
+    if not (worse or better):
+        if noise.mdc is not None and noise.mdc > threshold:
+            return make(status="can't tell", note=_join(f"noise hides the threshold: {mdc_text}", note))
+        real = "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
+        return make(status="unchanged", note=_join(real, note))
+    if not noise.detects(log_ratio):
+        return make(status="can't tell", note=_join(f"change within noise: {mdc_text}", note))
+    if not significant:
+        return make(status="can't tell", note=_join("within noise (asv statistics)", note))
+    status = "regression" if worse else "improvement"
+    if metric == "wall_time" and pair is not None:
+        return _environment_verdict(make, status, log_ratio, threshold, noise, pair, (name, env), note)
+    return make(status=status, note=note)
+
+
+def _environment_verdict(
+    make: functools.partial[Comparison],
+    status: str,
+    log_ratio: float,
+    threshold: float,
+    noise: Noise,
+    pair: PairNoise,
+    key: tuple[str, str],
+    note: str,
+) -> Comparison:
+    """A wall-time change the environment may explain: not torch's, unless its counts moved too."""
+    if pair.counts_moved.get(key):
+        return make(status=status, note=_join("instruction count moved too", note))
+    if pair.between is not None:
+        rest = log_ratio - math.log(pair.between.factor)
+        seen = noise.sigma is None or noise.detects(rest)  # unknown noise: the threshold alone
+        if abs(rest) > math.log1p(threshold) and seen and (rest > 0) == (log_ratio > 0):
+            left = f"×{math.exp(rest):.2f} beyond the {pair.between.short()}"
+            return make(status=status, note=_join(left, note))
+        return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
+    if pair.rounds:
+        shifts = "; ".join(s.short() for s in pair.rounds)
+        return make(status="can't tell", note=_join(f"wall time unreliable: {shifts}", note))
+    return make(status=status, note=note)
 
 
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def compare(
-    base: ResultSet, head: ResultSet, units: Mapping[str, str | None], config: CheckConfig
-) -> list[Comparison]:
+def metric_judge(units: Mapping[str, str | None], config: CheckConfig) -> Callable[[str], str]:
+    """name -> the metric the gate judges it as (its unit, or an override's metric)."""
+
+    @functools.cache
+    def metric_of(name: str) -> str:
+        return config.rule_for(name, default_metric(name, units.get(name.split("(")[0])))[0]
+
+    return metric_of
+
+
+def history_noise(
+    history: Sequence[ResultSet], units: Mapping[str, str | None], config: CheckConfig
+) -> Mapping[tuple[str, str], tuple[float, int]]:
+    """Each benchmark's noise from consecutive commits of a history (see `benchkit.report.noise`)."""
+    return history_sigmas(history, metric_judge(units, config), config.thresholds["instructions"])
+
+
+def compare_pair(
+    base: ResultSet,
+    head: ResultSet,
+    units: Mapping[str, str | None],
+    config: CheckConfig,
+    history: Mapping[tuple[str, str], tuple[float, int]] | None = None,
+) -> tuple[list[Comparison], PairNoise]:
+    """Every benchmark of the pair, judged with its noise and the pair's environment shifts."""
+    metric_of = metric_judge(units, config)
+    pair = pair_noise(base, head, history or {}, metric_of, config.thresholds["instructions"])
     keys = sorted(set(base.measurements) | set(head.measurements))
     out = []
     for name, env in keys:
         unit = units.get(name.split("(")[0])
-        out.append(
-            compare_one(
-                name,
-                env,
-                unit,
-                base.measurements.get((name, env)),
-                head.measurements.get((name, env)),
-                config,
-            )
-        )
-    return out
+        before, after = base.measurements.get((name, env)), head.measurements.get((name, env))
+        out.append(compare_one(name, env, unit, before, after, config, pair))
+    return out, pair
+
+
+def compare(
+    base: ResultSet,
+    head: ResultSet,
+    units: Mapping[str, str | None],
+    config: CheckConfig,
+    history: Mapping[tuple[str, str], tuple[float, int]] | None = None,
+) -> list[Comparison]:
+    return compare_pair(base, head, units, config, history)[0]
 
 
 def _side_summary(measurements: Iterable[Measurement | None]) -> str:
@@ -237,6 +335,19 @@ def format_value(m: Measurement | None, unit: str | None) -> str:
     return str(asv_util.human_value(m.value, unit, err=err))
 
 
+def format_percent(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x * 100:.2g}%" if x < 0.1 else f"{x * 100:.0f}%"
+
+
+def format_mdc(c: Comparison) -> str:
+    """The minimum detectable change at ALPHA, or why there is none."""
+    if c.noise is None:
+        return ""
+    return f"±{format_percent(c.mdc)}" if c.mdc is not None else "unknown"
+
+
 def format_threshold(c: Comparison) -> str:
     if c.metric == "wall_time":
         return f"×{1 + c.threshold:.2f} + asv stats"
@@ -249,8 +360,8 @@ def _md_escape(text: str) -> str:
 
 def _table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
     lines = [
-        "| Benchmark | Metric | Before | After | Change | Threshold | Note |",
-        "|---|---|---|---|---|---|---|",
+        "| Benchmark | Metric | Before | After | Change | Threshold | MDC | Note |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c in rows:
         ratio = c.ratio
@@ -262,6 +373,7 @@ def _table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
             format_value(c.after, c.unit),
             change,
             format_threshold(c),
+            format_mdc(c),
             c.note,
         ]
         lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
@@ -274,6 +386,7 @@ class Verdict:
     markdown: str
     comparisons: tuple[Comparison, ...]
     problems: tuple[str, ...] = ()  # why the comparison is incomplete (`unjudged_metrics`)
+    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.noise.EnvShift`)
 
 
 def render(
@@ -283,6 +396,7 @@ def render(
     machine: str,
     config: CheckConfig,
     show_unchanged: bool = False,
+    shifts: Sequence[str] = (),
 ) -> Verdict:
     by_status: dict[str, list[Comparison]] = {}
     for c in comparisons:
@@ -296,6 +410,8 @@ def render(
     lost = rows(*LOST_ON_HEAD)
     exit_code = 2 if problems else 1 if (regressions or lost) else 0
     verdict = ("✅ no regression", "❌ fails", "⚠️ could not compare everything")[exit_code]
+    if exit_code == 0 and rows(*UNCERTAIN):
+        verdict = "✅ no regression found"  # not "no change": some could not be judged
     envs = sorted({c.env for c in comparisons})
     where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
     # The gate's own classes always show, even at 0; the others when present.
@@ -303,11 +419,16 @@ def render(
     counts += [count_phrase(len(rows(s)), s) for s in LOST_ON_HEAD]
     shown = ("improvement", "fixed", "still failing", "unchanged", "not compared", "ignored")
     counts += [count_phrase(len(rows(s)), s) for s in shown if rows(s) or s == "unchanged"]
+    counts += [count_phrase(len(rows(s)), s) for s in UNCERTAIN]
     lines = [
         f"### benchkit check: {base_label} → {head_label}",
         "",
-        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}.",
+        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}; "
+        f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark.",
     ]
+    if shifts:
+        lines += ["", "#### Environment", "", *(f"- {_md_escape(s)}" for s in shifts)]
+        lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
     if problems:
         lines += ["", "#### Could not compare", "", *(f"- {_md_escape(p)}" for p in problems)]
         lines += ["", WHY_HINT + "."]
@@ -316,6 +437,8 @@ def render(
         ("Measured on base, no number on head", lost),
         ("Still failing", rows("still failing")),
         ("Improvements", sorted(rows("improvement", "fixed"), key=lambda c: c.ratio or 0)),
+        ("Can't tell (noise hides the answer)", _beyond_first(rows("can't tell"))),
+        ("Insufficient data (noise unknown)", rows("insufficient data")),
         ("Not compared", rows("not compared", "ignored")),
     ]
     if show_unchanged:
@@ -323,7 +446,12 @@ def render(
     for title, section in sections:
         if section:
             lines += ["", f"#### {title}", "", *_table(section, show_env=len(envs) > 1)]
-    return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons), tuple(problems))
+    return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons), tuple(problems), tuple(shifts))
+
+
+def _beyond_first(rows: Sequence[Comparison]) -> list[Comparison]:
+    """Largest observed changes first: those the old fixed threshold would have flagged."""
+    return sorted(rows, key=lambda c: -abs(math.log(c.ratio)) if c.ratio else 0.0)
 
 
 # ------------------------------------------------------------------ the gate
@@ -355,17 +483,9 @@ def run_check(
     config = config.with_wall_factor(factor)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    machines = result_machines(conf.results_dir)
-    if machine is None:
-        if len(machines) != 1:
-            listed = ", ".join(machines) or "none"
-            raise UserError(
-                f"results of several machines ({listed}) in {conf.results_dir}: choose one with --machine"
-            )
-        machine = machines[0]
-    elif machine not in machines:
-        raise UserError(f"no results for machine {machine!r} (have: {', '.join(machines) or 'none'})")
+    machine = pick_machine(conf.results_dir, machine)
     sets = []
+    history = load_history(conf, machine, env)
     for label in (base, head):
         commit = resolve_commit(conf, label, machine)
         result_set = load_result_set(conf, commit, machine, env)
@@ -375,6 +495,9 @@ def run_check(
                 f"no results for {label} (commit {commit[:8]}) on machine {machine}{where}: run it first"
             )
         sets.append(result_set)
-    comparisons = compare(sets[0], sets[1], benchmark_units(conf), config)
+    units = benchmark_units(conf)
+    noise = history_noise(history, units, config)
+    comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
-    return render(comparisons, labels[0], labels[1], machine, config, show_unchanged)
+    shifts = [s.describe() for s in pair.shifts]
+    return render(comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts)

@@ -31,6 +31,9 @@ from benchkit.stats import quantiles
 BUILD_FILE = "benchkit-build.json"
 # What the Changes page lists: what fails the gate first, then what got better.
 CHANGED_STATUSES = (*check.FAILS_GATE, "improvement", "fixed")
+# Also listed, after them: can't tell where the observed change reached the threshold
+# (what a fixed threshold would have flagged), with the MDC that hides it.
+LISTED_ORDER = (*CHANGED_STATUSES, "can't tell")
 OPERATOR_MODULE = "operators"
 OPERATOR_METRICS = {
     "track_compiled_over_eager": "ratio",
@@ -83,6 +86,8 @@ class PairChanges:
     changes: tuple[check.Comparison, ...]  # beyond threshold, sorted within each metric
     compared: int  # benchmarks compared (changed or not)
     problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
+    uncertain: tuple[tuple[str, int], ...] = ()  # (can't tell | insufficient data, how many)
+    shifts: tuple[str, ...] = ()  # environment shifts (`benchkit.report.noise.EnvShift.describe`)
 
     @property
     def anchor(self) -> str:
@@ -279,30 +284,61 @@ def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData
     )
 
 
+def listed(c: check.Comparison) -> bool:
+    """Whether the Changes page lists `c` (see `LISTED_ORDER`)."""
+    if c.status in CHANGED_STATUSES:
+        return True
+    reached = c.ratio is not None and abs(math.log(c.ratio)) > math.log1p(c.threshold)
+    return c.status == "can't tell" and reached
+
+
+def machine_history(data: SiteData, machine: str) -> list[ResultSet]:
+    return [data.results[(machine, c)] for c in history_commits(data, machine)]
+
+
 def pair_changes(data: SiteData) -> list[PairChanges]:
-    """Every consecutive pair on every (machine, branch), judged by `benchkit.report.check`."""
+    """Every consecutive pair on every (machine, branch), judged by `benchkit.report.check`
+    with each benchmark's noise over the machine's whole history, as `benchkit check` does."""
     units = {info.key: info.unit for info in data.benchmarks.values()}
     pairs = []
     metric_order = {m: i for i, m in enumerate(check.METRICS)}
+    noise = {m: check.history_noise(machine_history(data, m), units, data.config) for m in data.machines}
     for (machine, branch), commits in data.branch_commits.items():
         for base, head in itertools.pairwise(commits):
-            comparisons = check.compare(
-                data.results[(machine, base)], data.results[(machine, head)], units, data.config
+            comparisons, found = check.compare_pair(
+                data.results[(machine, base)],
+                data.results[(machine, head)],
+                units,
+                data.config,
+                noise[machine],
             )
-            changed = [c for c in comparisons if c.status in CHANGED_STATUSES]
+            changed = [c for c in comparisons if listed(c)]
             changed.sort(
                 key=lambda c: (
                     metric_order.get(c.metric, 9),
-                    CHANGED_STATUSES.index(c.status),
+                    LISTED_ORDER.index(c.status),
                     -abs(math.log(c.ratio)) if c.ratio else 0.0,
                     c.name,
                 )
             )
             compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
             problems = tuple(check.unjudged_metrics(comparisons))
+            uncertain = tuple(
+                (s, n) for s in check.UNCERTAIN if (n := sum(1 for c in comparisons if c.status == s))
+            )
+            shifts = tuple(s.describe() for s in found.shifts)
+            base_build, head_build = data.builds[base], data.builds[head]
             pairs.append(
                 PairChanges(
-                    machine, branch, data.builds[base], data.builds[head], tuple(changed), compared, problems
+                    machine,
+                    branch,
+                    base_build,
+                    head_build,
+                    tuple(changed),
+                    compared,
+                    problems,
+                    uncertain,
+                    shifts,
                 )
             )
     return pairs

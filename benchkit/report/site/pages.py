@@ -19,7 +19,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from benchkit.history.results import Measurement
-from benchkit.report import check
+from benchkit.report import changepoints, check
 from benchkit.report.site.data import (
     BenchmarkInfo,
     Build,
@@ -27,6 +27,7 @@ from benchkit.report.site.data import (
     PairChanges,
     SiteData,
     history_commits,
+    machine_history,
     operator_rows,
     pair_changes,
     slug,
@@ -35,7 +36,12 @@ from benchkit.report.site.explain import GROUP_ORDER, Explanation, ProfileStore,
 from benchkit.util import content_key
 
 # Our pages, in nav order: (file, label). asv's own page is index.html.
-PAGES = (("changes.html", "Changes"), ("why.html", "Why"), ("operators.html", "Operators"))
+PAGES = (
+    ("changes.html", "Changes"),
+    ("regressions.html", "Regressions"),
+    ("why.html", "Why"),
+    ("operators.html", "Operators"),
+)
 METRIC_HEADINGS = {
     "instructions": "Instruction counts",
     "wall_time": "Wall time",
@@ -86,11 +92,15 @@ def _render(template: str, title: str, active: str, depth: int = 0, **values: An
 
 def graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, pair: PairChanges) -> str:
     """asv's URL of a benchmark's graph: ``index.html#<name>?machine=..&p-<param>=..&commits=a-b``."""
+    return commits_graph_url(info, name, machine, branch, f"{pair.base.short}-{pair.head.short}")
+
+
+def commits_graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, commits: str) -> str:
     key = info.key if info else name.split("(")[0]
     query: list[tuple[str, str]] = [("machine", machine), ("branch", branch)]
     if info:
         query += [(f"p-{n}", v) for n, v in zip(info.param_names, info.params, strict=True)]
-    query.append(("commits", f"{pair.base.short}-{pair.head.short}"))
+    query.append(("commits", commits))
     encoded = "&".join(f"{urllib.parse.quote(k, safe='')}={urllib.parse.quote(v, safe='')}" for k, v in query)
     return f"index.html#{urllib.parse.quote(key, safe='')}?{encoded}"
 
@@ -165,6 +175,7 @@ def _change_row(
         "sort_ratio": _log_ratio(c.ratio),
         "ratio": _fmt_ratio(c.ratio),
         "threshold": check.format_threshold(c),
+        "mdc": check.format_mdc(c),
         "why": why.get(c.name),
     }
 
@@ -175,7 +186,7 @@ def _pair_view(data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dic
     for c in pair.changes:
         counts[c.status] = counts.get(c.status, 0) + 1
         by_metric.setdefault(c.metric, []).append(_change_row(c, data, pair, why))
-    summary = ", ".join(check.count_phrase(n, s) for s, n in counts.items())
+    summary = ", ".join(check.count_phrase(n, s) for s, n in [*counts.items(), *pair.uncertain])
     return {
         "pair": pair,
         "summary": summary or ("nothing flagged" if pair.problems else "no change beyond thresholds"),
@@ -202,6 +213,48 @@ def render_changes(
         for (machine, branch), group in grouped.items()
     ]
     return _render("changes.html", "Changes", "changes.html", groups=groups, config_source=data.config.source)
+
+
+# -------------------------------------------------------------- regressions
+
+
+def render_regressions(data: SiteData) -> str:
+    """Steps over each machine's whole history (`benchkit.report.changepoints`)."""
+    units = {info.key: info.unit for info in data.benchmarks.values()}
+    metric_of = check.metric_judge(units, data.config)
+    sections = []
+    for machine in data.machines:
+        history = machine_history(data, machine)
+        branch = next((b for (m, b) in data.branch_commits if m == machine), "main")
+        steps = changepoints.changepoints(
+            history, metric_of, lambda name: data.config.rule_for(name, metric_of(name))[1]
+        )
+        rows = [
+            {
+                "s": s,
+                "before": data.builds[s.before],
+                "after": data.builds[s.after],
+                "pretty": _pretty(data, s.name),
+                "graph": commits_graph_url(
+                    data.benchmarks.get(s.name), s.name, machine, branch, f"{s.before[:8]}-{s.after[:8]}"
+                ),
+                "css": "regression" if s.change > 0 else "improvement",
+                "change": f"{s.change * 100:+.1f}%",
+                "interval": f"{s.low * 100:+.1f}% … {s.high * 100:+.1f}%",
+                "sort": f"{s.change:.6g}",
+            }
+            for s in reversed(steps)  # newest first
+        ]
+        shifted = [(data.builds[c], text) for c, text in changepoints.shifted_builds(history, metric_of)]
+        sections.append({"machine": machine, "commits": len(history), "rows": rows, "shifted": shifted})
+    return _render(
+        "regressions.html",
+        "Regressions",
+        "regressions.html",
+        sections=sections,
+        level=f"{changepoints.INTERVAL_LEVEL:.0%}",
+        config_source=data.config.source,
+    )
 
 
 # -------------------------------------------------------------- why
@@ -407,5 +460,6 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
     pages["changes.html"] = render_changes(data, pairs, why_pages)
     pages["why.html"] = render_why_index(data, pairs, why_pages)
+    pages["regressions.html"] = render_regressions(data)
     pages["operators.html"] = render_operators(data)
     return pages, counts

@@ -1,0 +1,61 @@
+"""`benchkit regressions`: steps over the whole history (see `benchkit.report.changepoints`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from benchkit.report import changepoints
+
+
+def _cmd_regressions(args: argparse.Namespace) -> int:
+    from benchkit.history.results import benchmark_units, load_asv_config, load_history, pick_machine
+    from benchkit.report.check import find_check_config, metric_judge
+    from benchkit.report.check_config import load_check_config, parse_check_config
+    from benchkit.util import atomic_write_json
+
+    conf = load_asv_config(args.asv_config)
+    config_path = args.config or find_check_config(args.asv_config.resolve().parent)
+    config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
+    machine = pick_machine(conf.results_dir, args.machine)
+    history = load_history(conf, machine, args.env)
+    metric_of = metric_judge(benchmark_units(conf), config)
+    steps = changepoints.changepoints(
+        history, metric_of, lambda name: config.rule_for(name, metric_of(name))[1]
+    )
+    shifted = changepoints.shifted_builds(history, metric_of)
+    print(f"# {len(steps)} step(s) over {len(history)} commit(s) on machine {machine}")
+    sys.stdout.write(changepoints.format_table(steps))
+    for commit, shift in shifted:
+        print(f"# wall time of build {commit[:8]} is environment-shifted: {shift}")
+    if args.json:
+        atomic_write_json(
+            args.json,
+            {
+                "machine": machine,
+                "commits": [r.commit for r in history],
+                "interval_level": changepoints.INTERVAL_LEVEL,
+                "steps": [s.as_json() for s in steps],
+                "shifted_builds": [{"commit": c, "shift": text} for c, text in shifted],
+            },
+        )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "regressions",
+        help="steps over the whole history per benchmark (asv's step detection), labelled per case",
+        description=changepoints.__doc__.split("\n\n")[0],  # type: ignore[union-attr]
+    )
+    parser.add_argument(
+        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
+    )
+    parser.add_argument(
+        "--config", type=Path, help="thresholds (default: benchkit-check.toml by asv.conf.json)"
+    )
+    parser.add_argument("--machine", help="asv machine name (needed when results hold several machines)")
+    parser.add_argument("--env", help="only this asv environment")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the steps as JSON to OUT")
+    parser.set_defaults(func=_cmd_regressions)

@@ -1,0 +1,187 @@
+"""Steps over a whole history, per benchmark, by asv's own step detection, labelled
+jointly per case from its instruction count and its wall time.
+
+`benchkit check` looks at one pair; a slow drift or a step hidden by one noisy pair
+shows only over the whole series. asv's `step_detect.detect_steps` fits a piecewise
+constant function (an L1 Potts model with its own penalty choice) to the series;
+each boundary between two of its levels is a step here. A step is reported when its
+size reaches the metric's threshold (``benchkit-check.toml`` applies). Joint labels,
+per case (see `benchkit.report.noise.case_of`):
+
+* **code change**: the instruction count and the wall time stepped at the same commit;
+* **wall time only**: memory, threads or the machine; nothing Callgrind counts changed;
+* **counts only**: executed instructions changed with no visible cost in time.
+
+Instruction counts are deterministic, so their steps pin one commit; a wall-time step
+is placed where the fit puts it, within the commits between its two levels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from benchkit.history.results import ResultSet
+from benchkit.report.noise import build_shift, case_of
+from benchkit.stats import MEDIAN_EFFICIENCY, robust_sigma, z_two_sided
+
+INTERVAL_LEVEL = 0.95  # of a step's size interval
+LABELS = ("code change", "wall time only", "counts only")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    name: str
+    env: str
+    metric: str
+    before: str  # last commit of the old level
+    after: str  # first commit of the new level
+    exact: bool  # `after` directly follows `before` in the history: the step is that commit's
+    value_before: float
+    value_after: float
+    change: float  # relative: value_after / value_before - 1
+    low: float  # INTERVAL_LEVEL interval of `change`
+    high: float
+    position: int  # index of `after` in the history
+    label: str = ""  # a joint label from LABELS; "" when the case has no pair metric
+
+    def as_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def _segment_sigma(logs: Sequence[float]) -> float | None:
+    return robust_sigma(logs) if len(logs) >= 3 else None
+
+
+def series_steps(
+    name: str, env: str, metric: str, commits: Sequence[str], values: Sequence[float | None], threshold: float
+) -> list[Step]:
+    """The steps of one benchmark's series (`values[i]` measured at `commits[i]`, None: missing)."""
+    from asv.step_detect import detect_steps
+
+    if sum(1 for v in values if v is not None and v > 0) < 2:
+        return []
+    y = [v if v is not None and v > 0 else None for v in values]
+    segments = detect_steps(y)
+    logs = [[math.log(v) for v in y[left:right] if v is not None] for left, right, *_ in segments]
+    sigmas = [_segment_sigma(s) for s in logs]
+    known = sorted(s for s in sigmas if s is not None)
+    pooled = known[len(known) // 2] if known else 0.0
+    z = z_two_sided(1 - INTERVAL_LEVEL)
+    steps = []
+    for i in range(1, len(segments)):
+        (_, right_a, *_), (left_b, *_) = segments[i - 1], segments[i]
+        a, b = logs[i - 1], logs[i]
+        level_a, level_b = sorted(a)[len(a) // 2], sorted(b)[len(b) // 2]
+        diff = level_b - level_a
+        if abs(diff) < math.log1p(threshold):
+            continue
+        sa, sb = sigmas[i - 1] or pooled, sigmas[i] or pooled
+        se = MEDIAN_EFFICIENCY * math.sqrt(sa**2 / len(a) + sb**2 / len(b))
+        last_a = right_a - 1  # detect_steps: right bounds are exclusive, past the last number
+        steps.append(
+            Step(
+                name=name,
+                env=env,
+                metric=metric,
+                before=commits[last_a],
+                after=commits[left_b],
+                exact=left_b == last_a + 1,
+                value_before=math.exp(level_a),
+                value_after=math.exp(level_b),
+                change=math.expm1(diff),
+                low=math.expm1(diff - z * se),
+                high=math.expm1(diff + z * se),
+                position=left_b,
+            )
+        )
+    return steps
+
+
+def _label_case(counts: Sequence[Step], walls: Sequence[Step]) -> list[Step]:
+    """Pair each wall-time step with a count step at the same commit (±1 for the fit's placement)."""
+    out, matched = [], set()
+    for w in walls:
+        partner = next((c for c in counts if abs(c.position - w.position) <= 1), None)
+        if partner is not None:
+            matched.add(id(partner))
+        out.append(dataclasses.replace(w, label="code change" if partner else "wall time only"))
+    for c in counts:
+        out.append(dataclasses.replace(c, label="code change" if id(c) in matched else "counts only"))
+    return out
+
+
+def changepoints(
+    history: Sequence[ResultSet], metric_of: Callable[[str], str], threshold_of: Callable[[str], float]
+) -> list[Step]:
+    """Every benchmark's steps over `history` (oldest first), with joint labels per case.
+
+    A benchmark whose code changed (asv's version) is followed from its latest version on.
+    """
+    commits = [r.commit for r in history]
+    keys = sorted({key for r in history for key in r.measurements})
+    by_case: dict[tuple[str, str], dict[str, list[Step]]] = {}
+    loose: list[Step] = []
+    for name, env in keys:
+        column = [r.measurements.get((name, env)) for r in history]
+        versions = [m.version for m in column if m is not None and m.version]
+        latest = versions[-1] if versions else None
+        values = [
+            m.value if m is not None and m.has_number and (not m.version or m.version == latest) else None
+            for m in column
+        ]
+        metric = metric_of(name)
+        steps = series_steps(name, env, metric, commits, values, threshold_of(name))
+        case, _ = case_of(name)
+        if metric in ("instructions", "wall_time"):
+            by_case.setdefault((case, env), {}).setdefault(metric, []).extend(steps)
+        else:
+            loose.extend(steps)
+    labelled = list(loose)
+    for metrics in by_case.values():
+        counts, walls = metrics.get("instructions", []), metrics.get("wall_time", [])
+        if "instructions" in metrics and "wall_time" in metrics:
+            labelled += _label_case(counts, walls)
+        else:
+            labelled += counts + walls
+    return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
+
+
+def shifted_builds(history: Sequence[ResultSet], metric_of: Callable[[str], str]) -> list[tuple[str, str]]:
+    """(commit, description) of every build whose two asv rounds disagree for most wall times:
+    its wall-time points in the history are the machine's, not torch's."""
+    found = []
+    for result_set in history:
+        shift = build_shift(result_set, metric_of, result_set.commit[:8])
+        if shift is not None:
+            found.append((result_set.commit, shift.describe()))
+    return found
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def format_table(steps: Sequence[Step]) -> str:
+    """Plain-text table for a terminal: one step a line."""
+    if not steps:
+        return "no steps beyond the thresholds in this history\n"
+    head = ("commits", "benchmark", "metric", "change", f"{INTERVAL_LEVEL:.0%} interval", "label")
+    rows = [
+        (
+            f"{s.before[:8]}..{s.after[:8]}" + (" (exact)" if s.exact else ""),
+            s.name,
+            s.metric,
+            _pct(s.change),
+            f"[{_pct(s.low)}, {_pct(s.high)}]",
+            s.label or "-",
+        )
+        for s in steps
+    ]
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [head, *rows]
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,289 @@
+"""How noisy each benchmark is, estimated from what asv recorded, and shifts of the
+environment that move many wall times at once.
+
+A fixed threshold (×1.10 for wall time) says nothing about whether a benchmark's
+run-to-run noise lets such a change be seen: on a shared machine two runs of the *same*
+build can differ by +40-90 % while the samples inside each run agree within 1-2 %.
+So each benchmark gets a noise estimate ``sigma``, the standard deviation of
+``log(after / before)`` between two runs of one build, from every source available:
+
+* **history**: consecutive measured commits are de-facto A/A pairs for a case whose
+  instruction count did not move between them (for wall time), or, robustly, all
+  consecutive pairs (instructions, ratios: a MAD ignores the few real steps);
+* **samples**: the spread of one run's samples (MAD), as the standard error of the
+  difference of the two medians;
+* **rounds**: asv's ``rounds = 2`` keeps round 1's samples and then round 2's; the shift
+  between the two halves of one build is itself an A/A pair taken minutes apart;
+* **prior** for instruction counts: Callgrind is deterministic (A/A ~0.003 %).
+
+The largest of them is used (a benchmark is as noisy as its noisiest known source),
+and turned into the minimum detectable change by `benchkit.stats.minimum_detectable_change`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+from benchkit.history.results import Measurement, ResultSet
+from benchkit.stats import (
+    ALPHA,
+    log_samples,
+    median_difference_sigma,
+    minimum_detectable_change,
+    robust_sigma,
+    sign_test_p,
+    split_rounds,
+    z_two_sided,
+)
+
+COUNTS_METHOD = "track_instructions"
+MIN_SAMPLES = 5  # per side, for a within-run spread
+MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
+# Callgrind counts of one build repeat to ~0.003 %; three times that, so only a noisier
+# history (e.g. allocator-dependent counts) widens it.
+INSTRUCTIONS_SIGMA = 1e-4
+SHIFT_P = 0.001  # sign test across benchmarks: how lopsided a common shift must be
+Key = tuple[str, str]  # (benchmark name with params, asv environment)
+
+
+def case_of(name: str) -> tuple[str, str]:
+    """(case, method): ``m.Class.time_wall(p)`` -> (``m.Class(p)``, ``time_wall``).
+
+    A case's instruction count and wall time share the case and differ in the method.
+    """
+    base, paren, params = name.partition("(")
+    prefix, _, method = base.rpartition(".")
+    return prefix + paren + params, method
+
+
+def counts_name(name: str) -> str:
+    """The instruction-count benchmark of the same case as `name`."""
+    base, paren, params = name.partition("(")
+    return base.rpartition(".")[0] + "." + COUNTS_METHOD + paren + params
+
+
+def _log_ratio(before: Measurement | None, after: Measurement | None) -> float | None:
+    if before is None or after is None or not (before.has_number and after.has_number):
+        return None
+    if before.version and after.version and before.version != after.version:
+        return None
+    assert before.value is not None and after.value is not None
+    if before.value <= 0 or after.value <= 0:
+        return None
+    return math.log(after.value / before.value)
+
+
+def counts_moved(base: ResultSet, head: ResultSet, key: Key, count_threshold: float) -> bool | None:
+    """Whether the instruction count of `key`'s case moved beyond the threshold; None: not known."""
+    name, env = key
+    other = (counts_name(name), env)
+    d = _log_ratio(base.measurements.get(other), head.measurements.get(other))
+    return None if d is None else abs(d) > math.log1p(count_threshold)
+
+
+# --------------------------------------------------------------------- per benchmark
+
+
+@dataclasses.dataclass(frozen=True)
+class Noise:
+    """One benchmark's noise for one comparison; `sigma` None: too little data to estimate it."""
+
+    sigma: float | None
+    basis: str  # which source set sigma, and the others, for the report
+
+    @property
+    def mdc(self) -> float | None:
+        return None if self.sigma is None else minimum_detectable_change(self.sigma, ALPHA)
+
+    def detects(self, log_ratio: float) -> bool:
+        return self.sigma is not None and abs(log_ratio) >= z_two_sided(ALPHA) * self.sigma
+
+
+def history_sigmas(
+    history: Sequence[ResultSet], metric_of: Callable[[str], str], count_threshold: float
+) -> dict[Key, tuple[float, int]]:
+    """(sigma, pairs) per benchmark from consecutive commits of `history` (oldest first).
+
+    For wall time a pair counts only when the case's instruction count did not move
+    (a de-facto A/A pair); a wall time without a count uses every pair.
+    """
+    diffs: dict[Key, list[float]] = {}
+    for a, b in itertools.pairwise(history):
+        for key, after in b.measurements.items():
+            d = _log_ratio(a.measurements.get(key), after)
+            if d is None:
+                continue
+            if metric_of(key[0]) == "wall_time" and counts_moved(a, b, key, count_threshold):
+                continue
+            diffs.setdefault(key, []).append(d)
+    out = {}
+    for key, values in diffs.items():
+        sigma = robust_sigma(values, center=0.0)
+        if sigma is not None and len(values) >= MIN_PAIRS:
+            out[key] = (sigma, len(values))
+    return out
+
+
+def rounds_shift(m: Measurement) -> tuple[float, float] | None:
+    """(log shift of round 2 against round 1, its within-run standard error) of one build."""
+    parts = split_rounds(log_samples(m.samples))
+    if len(parts) != 2 or min(len(p) for p in parts) < 2:
+        return None
+    first, second = parts
+    s1, s2 = robust_sigma(first), robust_sigma(second)
+    assert s1 is not None and s2 is not None
+    shift = statistics.median(second) - statistics.median(first)
+    return shift, median_difference_sigma(s1, len(first), s2, len(second))
+
+
+def sample_sigmas(before: Measurement, after: Measurement) -> tuple[float | None, float | None]:
+    """(within-run sigma of the difference of medians, sigma from the rounds) or Nones."""
+    a, b = log_samples(before.samples), log_samples(after.samples)
+    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+        return None, None
+    sa, sb = robust_sigma(a), robust_sigma(b)
+    assert sa is not None and sb is not None
+    within = median_difference_sigma(sa, len(a), sb, len(b))
+    shifts = [s[0] for s in (rounds_shift(before), rounds_shift(after)) if s is not None]
+    # A round-2-minus-round-1 difference has twice the variance of a difference of two
+    # full runs' medians (each mixes both rounds): divide by 2.
+    rounds = math.sqrt(sum(s * s for s in shifts) / len(shifts) / 2) if shifts else None
+    return within, rounds
+
+
+def estimate(
+    metric: str, before: Measurement, after: Measurement, history: tuple[float, int] | None
+) -> Noise:
+    """The noise of one comparison: the largest of the sources that have enough data."""
+    sources: list[tuple[float, str]] = []
+    if history is not None:
+        sources.append((history[0], f"history: {history[1]} pairs"))
+    within, rounds = sample_sigmas(before, after)
+    if within is not None:
+        n = f"{len(before.samples or ())}+{len(after.samples or ())}"
+        sources.append((within, f"samples: {n}"))
+    if rounds is not None:
+        sources.append((rounds, "rounds"))
+    if metric == "instructions":
+        sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior"))
+    if metric == "wall_time" and history is None and within is None:
+        return Noise(None, f"fewer than {MIN_SAMPLES} samples a side and under {MIN_PAIRS} history pairs")
+    if not sources:
+        return Noise(None, f"under {MIN_PAIRS} history pairs and no samples")
+    sources.sort(key=lambda s: -s[0])
+    basis = sources[0][1] + "".join(f"; {label}" for _, label in sources[1:])
+    return Noise(sources[0][0], basis)
+
+
+# --------------------------------------------------------------------- environment shifts
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvShift:
+    """Many wall times moved the same way at once: the machine changed, not torch."""
+
+    where: str  # "between base and head", "within base abc12345 (round 2 against round 1)"
+    factor: float  # median ratio
+    n_up: int
+    n_down: int
+    p: float
+
+    def short(self) -> str:
+        return f"environment shift of ×{self.factor:.2f} {self.where}"
+
+    def describe(self) -> str:
+        n = self.n_up + self.n_down
+        most = max(self.n_up, self.n_down)
+        way = "slower" if self.n_up >= self.n_down else "faster"
+        return (
+            f"environment shift of ×{self.factor:.2f} {self.where}: {most} of {n} wall times "
+            f"moved {way} (sign test p = {self.p:.1g})"
+        )
+
+
+def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) -> EnvShift | None:
+    """A shift shared by many benchmarks: sign test p <= SHIFT_P and the median shift beyond
+    the median benchmark's noise (so a consistent but negligible drift is not reported)."""
+    ups = sum(1 for s in shifts if s > 0)
+    downs = sum(1 for s in shifts if s < 0)
+    p = sign_test_p(ups, downs)
+    if p > SHIFT_P:
+        return None
+    middle = statistics.median(shifts)
+    if noise and abs(middle) <= statistics.median(noise):
+        return None
+    return EnvShift(where, math.exp(middle), ups, downs, p)
+
+
+def build_shift(result_set: ResultSet, metric_of: Callable[[str], str], label: str) -> EnvShift | None:
+    """Round 2 against round 1 of every wall-time benchmark of one build (issue 17, (a))."""
+    shifts, noise = [], []
+    for (name, _env), m in result_set.measurements.items():
+        if metric_of(name) != "wall_time" or not m.has_number:
+            continue
+        found = rounds_shift(m)
+        if found is not None:
+            shifts.append(found[0])
+            noise.append(found[1])
+    return common_shift(shifts, noise, f"within {label} (round 2 against round 1)") if shifts else None
+
+
+def between_shift(
+    base: ResultSet, head: ResultSet, metric_of: Callable[[str], str], count_threshold: float
+) -> EnvShift | None:
+    """Wall-time changes of cases whose instruction counts did not move (issue 17, (b))."""
+    shifts, noise = [], []
+    for key, after in head.measurements.items():
+        if metric_of(key[0]) != "wall_time" or counts_moved(base, head, key, count_threshold) is not False:
+            continue
+        before = base.measurements.get(key)
+        d = _log_ratio(before, after)
+        if d is None:
+            continue
+        assert before is not None
+        shifts.append(d)
+        within, _ = sample_sigmas(before, after)
+        if within is not None:
+            noise.append(within)
+    return common_shift(shifts, noise, "between base and head") if shifts else None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairNoise:
+    """What the gate knows about noise when it compares one BASE/HEAD pair."""
+
+    history: Mapping[Key, tuple[float, int]] = dataclasses.field(default_factory=dict)
+    between: EnvShift | None = None
+    rounds: tuple[EnvShift, ...] = ()  # builds whose two rounds disagree
+    counts_moved: Mapping[Key, bool | None] = dataclasses.field(default_factory=dict)
+
+    @property
+    def shifts(self) -> tuple[EnvShift, ...]:
+        return ((self.between,) if self.between else ()) + self.rounds
+
+
+def pair_noise(
+    base: ResultSet,
+    head: ResultSet,
+    history: Mapping[Key, tuple[float, int]],
+    metric_of: Callable[[str], str],
+    count_threshold: float,
+) -> PairNoise:
+    rounds = tuple(
+        s
+        for s in (
+            build_shift(base, metric_of, f"base {base.commit[:8]}"),
+            build_shift(head, metric_of, f"head {head.commit[:8]}"),
+        )
+        if s is not None
+    )
+    moved = {
+        key: counts_moved(base, head, key, count_threshold)
+        for key in head.measurements
+        if metric_of(key[0]) == "wall_time"
+    }
+    return PairNoise(history, between_shift(base, head, metric_of, count_threshold), rounds, moved)

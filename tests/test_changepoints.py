@@ -1,0 +1,129 @@
+"""`benchkit regressions`: steps over a whole history, by asv's step detection, labelled per case."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from asv_history import ENV, MACHINE, History, commit_hash
+
+from benchkit.history.results import load_asv_config, load_history
+from benchkit.report import changepoints, check, check_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+COMMITS = 30
+WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
+RATIO = "operators.AtenAdd.track_compiled_over_eager"
+# case: (commit where the count steps and by how much, commit where wall time steps and by how much)
+CASES = {
+    "Code": ((15, 1.03), (15, 1.5)),
+    "WallOnly": (None, (10, 1.6)),
+    "CountsOnly": ((20, 1.02), None),
+    "Flat": (None, None),
+}
+
+
+def _level(step: tuple[int, float] | None, i: int) -> float:
+    return step[1] if step is not None and i >= step[0] else 1.0
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> History:
+    rng = random.Random(5)
+    project = History(tmp_path)
+    for case, (count_step, wall_step) in CASES.items():
+        project.bench(WALL.format(case), "seconds")
+        project.bench(COUNTS.format(case), "instructions")
+        for i in range(COMMITS):
+            project.add(i, COUNTS.format(case), round(2_000_000 * _level(count_step, i)))
+            project.add(i, WALL.format(case), 1e-5 * _level(wall_step, i) * math.exp(rng.gauss(0, 0.02)))
+    project.bench(RATIO, "ratio")
+    for i in range(COMMITS):
+        project.add(i, RATIO, (0.4 if i >= 25 else 0.8) * math.exp(rng.gauss(0, 0.01)))
+    project.save()
+    return project
+
+
+def _steps(project: History) -> list[changepoints.Step]:
+    conf = load_asv_config(project.config)
+    config = check_config.parse_check_config({}, "defaults")
+    metric_of = check.metric_judge({n: b["unit"] for n, b in project.benchmarks.items()}, config)
+    history = load_history(conf, MACHINE)
+    assert [r.commit for r in history] == [commit_hash(i) for i in range(COMMITS)]
+    return changepoints.changepoints(history, metric_of, lambda n: config.rule_for(n, metric_of(n))[1])
+
+
+def test_steps_land_on_the_injected_commits_with_joint_labels(history: History) -> None:
+    steps = {(s.name, s.position): s for s in _steps(history)}
+    expected = {
+        (COUNTS.format("Code"), 15): "code change",
+        (WALL.format("Code"), 15): "code change",
+        (WALL.format("WallOnly"), 10): "wall time only",
+        (COUNTS.format("CountsOnly"), 20): "counts only",
+        (RATIO, 25): "",
+    }
+    assert {key: s.label for key, s in steps.items()} == expected
+    counts = steps[(COUNTS.format("Code"), 15)]
+    assert (counts.before, counts.after, counts.exact) == (commit_hash(14), commit_hash(15), True)
+    assert counts.change == pytest.approx(0.03, abs=1e-6) and counts.low == pytest.approx(counts.high)
+    wall = steps[(WALL.format("WallOnly"), 10)]
+    assert wall.low < 0.6 < wall.high and wall.high - wall.low < 0.1
+    assert steps[(RATIO, 25)].change == pytest.approx(-0.5, abs=0.03)
+    assert not any(WALL.format("Flat") == s.name or COUNTS.format("Flat") == s.name for s in steps.values())
+
+
+def test_regressions_cli_over_asv_result_files(history: History, tmp_path: Path) -> None:
+    out = tmp_path / "steps.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(history.config),
+         "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == f"# 5 step(s) over {COMMITS} commit(s) on machine {MACHINE}"
+    assert lines[1].split() == ["commits", "benchmark", "metric", "change", "95%", "interval", "label"]
+    code_row = next(line for line in lines if COUNTS.format("Code") in line)
+    assert f"{commit_hash(14)[:8]}..{commit_hash(15)[:8]} (exact)" in code_row and "+3.0%" in code_row
+    assert code_row.rstrip().endswith("code change")
+    data = json.loads(out.read_text())
+    assert data["machine"] == MACHINE and len(data["commits"]) == COMMITS
+    labels = sorted((s["name"], s["after"], s["label"]) for s in data["steps"])
+    assert (WALL.format("WallOnly"), commit_hash(10), "wall time only") in labels
+    assert {s["env"] for s in data["steps"]} == {ENV}
+    bad = subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(history.config),
+         "--machine", "nope"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "no results for machine 'nope'" in bad.stderr
+
+
+def test_builds_whose_rounds_disagree_are_named(tmp_path: Path) -> None:
+    """Commit 1 ran its second asv round 40 % slower for every case: the command names it."""
+    rng = random.Random(2)
+    project = History(tmp_path)
+    for k in range(12):
+        name = WALL.format(f"C{k}")
+        project.bench(name, "seconds")
+        for i in range(3):
+            second = 1.4 if i == 1 else 1.0
+            samples = [1e-5 * r * (1 + rng.uniform(-0.01, 0.01)) for r in (1.0,) * 5 + (second,) * 5]
+            project.add(i, name, sorted(samples)[5], samples)
+    project.save()
+    out = tmp_path / "steps.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(project.config),
+         "--json", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    shifted = [line for line in run.stdout.splitlines() if "environment-shifted" in line]
+    assert len(shifted) == 1 and f"build {commit_hash(1)[:8]} " in shifted[0], run.stdout
+    assert "×1.40" in shifted[0] and "12 of 12 wall times moved slower" in shifted[0]
+    assert [b["commit"] for b in json.loads(out.read_text())["shifted_builds"]] == [commit_hash(1)]

@@ -1,0 +1,201 @@
+"""Noise per benchmark, its minimum detectable change, and environment shifts (issue 17)."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+from asv_history import ENV, History, commit_hash
+
+from benchkit import stats
+from benchkit.history.results import Measurement, ResultSet
+from benchkit.report import check, noise
+
+WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
+
+
+def _samples(center: float, spread: float, n: int, rng: random.Random) -> list[float]:
+    return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def test_stats_constants_and_sign_test() -> None:
+    assert stats.z_two_sided(0.001) == pytest.approx(3.2905, abs=1e-3)
+    assert stats.minimum_detectable_change(0.01) == pytest.approx(math.expm1(0.032905), rel=1e-3)
+    assert stats.sign_test_p(11, 0) == pytest.approx(2 / 2048) and stats.sign_test_p(11, 0) <= 0.001
+    assert stats.sign_test_p(10, 0) > 0.001  # 10 cases cannot show a common shift at p <= 0.001
+    assert stats.sign_test_p(5, 5) == 1.0
+    assert stats.split_rounds([1, 2, 3, 4, 5, 6]) == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_mdc_from_a_synthetic_history_of_known_noise() -> None:
+    """Each run draws log(time) ~ N(0, 0.05): A/A log-ratios have sigma 0.05 * sqrt(2)."""
+    rng = random.Random(1)
+    run_sigma, commits = 0.05, 400
+    history = []
+    for i in range(commits):
+        step = 2.0 if i >= 200 else 1.0  # a real step at commit 200: counts and wall time move
+        wall = step * math.exp(rng.gauss(0, run_sigma))
+        measurements = {
+            (WALL.format("A"), ENV): Measurement(wall, None, None, "v1"),
+            (COUNTS.format("A"), ENV): Measurement(1e6 * step, None, None, "v1"),
+        }
+        history.append(ResultSet(f"{i:040x}", "box", measurements))
+    metric_of = {WALL.format("A"): "wall_time", COUNTS.format("A"): "instructions"}.__getitem__
+    sigmas = noise.history_sigmas(history, metric_of, 0.005)
+    sigma, pairs = sigmas[(WALL.format("A"), ENV)]
+    assert pairs == commits - 2  # the pair across the step is not an A/A pair: its counts moved
+    assert sigma == pytest.approx(run_sigma * math.sqrt(2), rel=0.15)
+    assert sigmas[(COUNTS.format("A"), ENV)][0] == 0.0  # counts: every pair but the step is equal
+    estimate = noise.Noise(sigma, "history")
+    assert estimate.mdc == pytest.approx(math.expm1(3.2905 * run_sigma * math.sqrt(2)), rel=0.2)
+    # What the MDC promises: A/A pairs pass at about alpha, a change of twice the MDC is seen.
+    fresh = [rng.gauss(0, run_sigma) - rng.gauss(0, run_sigma) for _ in range(20_000)]
+    false_positives = sum(estimate.detects(d) for d in fresh) / len(fresh)
+    assert false_positives < 0.005
+    assert estimate.mdc is not None
+    shift = math.log1p(2 * estimate.mdc)
+    assert sum(estimate.detects(d + shift) for d in fresh) / len(fresh) > 0.95
+
+
+def test_noise_decides_between_regression_and_cant_tell(tmp_path: Path) -> None:
+    """The same ×1.3 on two benchmarks: quiet history -> regression, noisy history -> can't tell."""
+    rng = random.Random(7)
+    project = History(tmp_path)
+    for case, sigma in (("Quiet", 0.01), ("Noisy", 0.15)):
+        project.bench(WALL.format(case), "seconds")
+        for i in range(10):
+            project.add(i, WALL.format(case), 1e-5 * math.exp(rng.gauss(0, sigma)))
+        project.add(10, WALL.format(case), 1e-5)
+        project.add(11, WALL.format(case), 1.3e-5)
+    project.bench(WALL.format("Short"), "seconds")  # only on base and head, 3 samples each
+    for i, center in ((10, 1e-5), (11, 1.02e-5)):
+        samples = _samples(center, 0.01, 3, rng)
+        project.add(i, WALL.format("Short"), _median(samples), samples)
+    project.save()
+    verdict = check.run_check(commit_hash(10)[:8], commit_hash(11)[:8], asv_config=project.config)
+    by_name = {c.name: c for c in verdict.comparisons}
+    quiet, noisy, short = (by_name[WALL.format(c)] for c in ("Quiet", "Noisy", "Short"))
+    assert quiet.status == "regression" and quiet.mdc is not None and quiet.mdc < 0.1
+    assert noisy.status == "can't tell" and noisy.mdc is not None and noisy.mdc > 0.3
+    assert "change within noise: MDC ±" in noisy.note and "history: 11 pairs" in noisy.note
+    assert short.status == "insufficient data" and short.mdc is None  # never "unchanged"
+    assert verdict.exit_code == 1
+    md = verdict.markdown
+    assert "| Threshold | MDC | Note |" in md
+    assert "**1 regression**," in md and "1 can't tell, 1 insufficient data" in md
+    noisy_row = next(line for line in md.splitlines() if "`" + WALL.format("Noisy") in line)
+    assert f"| ±{check.format_percent(noisy.mdc)} |" in noisy_row
+    assert "#### Can't tell" in md and "#### Insufficient data" in md
+
+
+def _shift_project(
+    tmp_path: Path, head_wall: float, head_rounds: tuple[float, float] = (1.0, 1.0), per_round: int = 5
+) -> History:
+    """15 cases, base commit 0 and head commit 1; case00's instruction count rises 5% on head."""
+    rng = random.Random(3)
+    project = History(tmp_path)
+    for k in range(15):
+        case = f"C{k:02d}"
+        project.bench(WALL.format(case), "seconds")
+        project.bench(COUNTS.format(case), "instructions")
+        for i in (0, 1):
+            moved = i == 1 and k == 0
+            project.add(i, COUNTS.format(case), 1e6 * (1.05 if moved else 1.0))
+            center = 1e-5 * (head_wall if i == 1 else 1.0)
+            rounds = head_rounds if i == 1 else (1.0, 1.0)
+            samples = [x for r in rounds for x in _samples(center * r, 0.01, per_round, rng)]
+            project.add(i, WALL.format(case), _median(samples), samples)
+    project.save()
+    return project
+
+
+def test_a_common_wall_time_shift_is_the_environment_not_torch(tmp_path: Path) -> None:
+    project = _shift_project(tmp_path, head_wall=1.5)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    by_name = {c.name: c for c in verdict.comparisons}
+    moved_wall, moved_counts = by_name[WALL.format("C00")], by_name[COUNTS.format("C00")]
+    assert (moved_counts.status, moved_wall.status) == ("regression", "regression")
+    assert "instruction count moved too" in moved_wall.note
+    others = [by_name[WALL.format(f"C{k:02d}")] for k in range(1, 15)]
+    assert {c.status for c in others} == {"can't tell"}
+    assert all("explained by the environment shift of ×1.50 between base and head" in c.note for c in others)
+    assert verdict.exit_code == 1  # only the case whose counts moved fails
+    [shift] = verdict.shifts
+    assert shift.startswith("environment shift of ×1.50 between base and head: 14 of 14 wall times")
+    assert "#### Environment" in verdict.markdown
+    regressions = verdict.markdown.split("#### Regressions")[1].split("####")[0]
+    assert WALL.format("C00") in regressions and WALL.format("C01") not in regressions
+
+
+def test_an_environment_shift_also_clears_benchmarks_of_unknown_noise(tmp_path: Path) -> None:
+    """2 samples a round: too few for a noise estimate; the shift still explains the wall times."""
+    project = _shift_project(tmp_path, head_wall=1.5, per_round=2)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    by_name = {c.name: c for c in verdict.comparisons}
+    moved = by_name[WALL.format("C00")]
+    assert moved.status == "regression" and moved.mdc is None
+    assert "noise unknown" in moved.note and "instruction count moved too" in moved.note
+    others = [by_name[WALL.format(f"C{k:02d}")] for k in range(1, 15)]
+    assert {c.status for c in others} == {"can't tell"}
+    assert all("explained by the environment shift of ×1.5" in c.note for c in others)
+
+
+def test_without_a_common_shift_the_same_slowdown_is_a_regression(tmp_path: Path) -> None:
+    """The control: one case slower, the rest unchanged -> no environment shift, a regression."""
+    project = _shift_project(tmp_path, head_wall=1.0)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    assert verdict.shifts == ()
+    statuses = {c.name: c.status for c in verdict.comparisons}
+    assert statuses[WALL.format("C05")] == "unchanged" and statuses[COUNTS.format("C00")] == "regression"
+
+
+def test_rounds_that_disagree_mark_the_build_as_environment_shifted(tmp_path: Path) -> None:
+    """Head's round 2 ran 40 % slower than its round 1 for every case: its wall time is unreliable."""
+    project = _shift_project(tmp_path, head_wall=1.0, head_rounds=(1.0, 1.4))
+    base, head = commit_hash(0)[:8], commit_hash(1)[:8]
+    verdict = check.run_check(base, head, asv_config=project.config)
+    assert any(s.startswith(f"environment shift of ×1.40 within head {head} (round 2 against round 1)")
+               for s in verdict.shifts), verdict.shifts  # fmt: skip
+    walls = [c for c in verdict.comparisons if c.metric == "wall_time"]
+    assert "regression" not in {c.status for c in walls} and "can't tell" in {c.status for c in walls}
+    assert not any(c.status == "unchanged" and c.ratio and c.ratio > 1.1 for c in walls)
+    # The base build's rounds agree: no shift is reported for it.
+    assert not any(f"within base {base}" in s for s in verdict.shifts)
+
+
+def test_changes_page_shows_mdc_cant_tell_and_the_environment_shift(tmp_path: Path) -> None:
+    """The site judges a pair as the gate does and shows what noise hid, escaped."""
+    from benchkit.history.results import load_asv_config, load_result_set
+    from benchkit.report import check_config
+    from benchkit.report.site import data as site_data
+    from benchkit.report.site import pages
+
+    project = _shift_project(tmp_path, head_wall=1.5)
+    conf = load_asv_config(project.config)
+    base, head = (load_result_set(conf, commit_hash(i), "box") for i in (0, 1))
+    config = check_config.parse_check_config({}, "<defaults & co>")
+    units = {name: b["unit"] for name, b in project.benchmarks.items()}
+    comparisons, found = check.compare_pair(base, head, units, config)
+    builds = {
+        r.commit: site_data.Build(r.commit, i, 1_700_000_000, "2.13.0", None)
+        for i, r in enumerate((base, head))
+    }
+    data = site_data.SiteData(conf, ("box",), builds, {("box", r.commit): r for r in (base, head)},
+                              {("box", "main"): (base.commit, head.commit)}, {}, config, 1)  # fmt: skip
+    [pair] = site_data.pair_changes(data)
+    assert found.between is not None and pair.shifts == (found.between.describe(),)
+    assert dict(pair.uncertain) == {"can't tell": 14}
+    listed = {c.name: c.status for c in pair.changes}
+    assert listed == {c.name: c.status for c in comparisons if c.status in ("regression", "can't tell")}
+    page = pages.render_changes(data, [pair], {})
+    assert "environment shift of ×1.50 between base and head: 14 of 14 wall times moved slower" in page
+    assert page.count('<tr class="can-t-tell"><td>can&#39;t tell</td>') == 14
+    assert '<th class="num">MDC</th>' in page and '<td class="num">±' in page
+    assert "2 regressions, 14 can&#39;t tell" in page
+    assert "&lt;defaults &amp; co&gt;" in page and "<defaults" not in page
