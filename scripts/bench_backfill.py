@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,23 +32,21 @@ sys.path.insert(0, str(REPO))
 
 from benchkit.define.expand import asv_class_name, select  # noqa: E402
 from benchkit.define.loader import load_cases  # noqa: E402
-from benchkit.history.build_step import asv_build_settings  # noqa: E402
+from benchkit.history.build_step import history_project_config  # noqa: E402
 from benchkit.history.results import load_asv_config, load_result_set  # noqa: E402
-from benchkit.history.wheels import patch_wheel  # noqa: E402
+from benchkit.history.wheels import patch_wheel_module  # noqa: E402
 
 LOCAL_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 
 
 def twin(folder: Path, extra_passes: int) -> Path:
-    with zipfile.ZipFile(LOCAL_WHEEL) as wheel:
-        source = wheel.read("torch/nn/modules/linear.py").decode()
     patch = (
         f"\n\n_benchkit_forward = Linear.forward\n\n\ndef _benchkit_forward_{extra_passes}(self, input):\n"
         f"    for _ in range({extra_passes}):\n        _benchkit_forward(self, input)\n"
         f"    return _benchkit_forward(self, input)\n\n\nLinear.forward = _benchkit_forward_{extra_passes}\n"
     )
-    return patch_wheel(
-        LOCAL_WHEEL, folder / LOCAL_WHEEL.name, {"torch/nn/modules/linear.py": (source + patch).encode()}
+    return patch_wheel_module(
+        LOCAL_WHEEL, folder / LOCAL_WHEEL.name, "torch/nn/modules/linear.py", lambda text: text + patch
     )
 
 
@@ -74,20 +71,7 @@ def main() -> int:
     project = scratch / "project"
     project.mkdir()
     builds = [LOCAL_WHEEL] + [twin(scratch / f"twin{k}", k) for k in range(1, args.builds)]
-    config = {
-        "version": 1,
-        "project": "torch",
-        "repo": "history",
-        "branches": ["main"],
-        "environment_type": "virtualenv",
-        "matrix": {"req": {"numpy": "", "tqdm": ""}},
-        "benchmark_dir": str(REPO / "benchmarks"),
-        "env_dir": str(scratch / "env"),
-        "results_dir": "results",
-        "html_dir": "html",
-        "launch_method": "forkserver",
-        **asv_build_settings(str(REPO)),
-    }
+    config = history_project_config(str(REPO), str(scratch / "env"))
     (project / "asv.conf.json").write_text(json.dumps(config, indent=1))
     home = scratch / "home"
     home.mkdir()

@@ -254,7 +254,7 @@ def calibrate(case: Case, cache: Path) -> tuple[int, float, float]:
 
 
 def sensitivity(work: Path, cache: Path) -> None:
-    from benchkit.history.build_step import asv_build_settings
+    from benchkit.history.build_step import history_project_config
     from benchkit.history.wheels import patch_wheel
 
     case = next(c for c in load_cases() if c.key == SENSITIVE_CASE)
@@ -265,20 +265,7 @@ def sensitivity(work: Path, cache: Path) -> None:
 
     project = work / "asv-project"
     (project / "home").mkdir(parents=True, exist_ok=True)
-    config = {
-        "version": 1,
-        "project": "torch",
-        "repo": "history",
-        "branches": ["main"],
-        "environment_type": "virtualenv",
-        "matrix": {"req": {"numpy": "", "tqdm": ""}},
-        "benchmark_dir": str(REPO_ROOT / "benchmarks"),
-        "env_dir": str(work / "asv-env"),
-        "results_dir": "results",
-        "html_dir": "html",
-        "launch_method": "forkserver",
-        **asv_build_settings(str(REPO_ROOT)),
-    }
+    config = history_project_config(str(REPO_ROOT), str(work / "asv-env"))
     (project / "asv.conf.json").write_text(json.dumps(config, indent=1))
     env = {
         **os.environ,

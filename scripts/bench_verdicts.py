@@ -33,7 +33,6 @@ import os
 import subprocess
 import sys
 import timeit
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +40,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchkit.history.build_step import asv_build_settings  # noqa: E402
-from benchkit.history.wheels import patch_wheel  # noqa: E402
+from benchkit.history.build_step import history_project_config  # noqa: E402
+from benchkit.history.wheels import patch_wheel_module  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 
@@ -104,13 +103,12 @@ def calibrate(sizes: tuple[float, ...]) -> dict[float, int]:
 
 
 def slowed_wheel(folder: Path, size: float, loops: int) -> Path:
-    with zipfile.ZipFile(WHEEL) as wheel:
-        source = wheel.read(LINEAR_FILE).decode()
-    assert source.count(LINEAR_RETURN) == 1, "Linear.forward changed shape: update LINEAR_RETURN"
-    patched = source.replace(LINEAR_RETURN, f"        for _ in range({loops}):  # benchkit: +{size:g}%\n"
-                             f"            pass\n{LINEAR_RETURN}")  # fmt: skip
-    folder.mkdir(parents=True, exist_ok=True)
-    return patch_wheel(WHEEL, folder / WHEEL.name, {LINEAR_FILE: patched.encode()})
+    def slow_down(source: str) -> str:
+        assert source.count(LINEAR_RETURN) == 1, "Linear.forward changed shape: update LINEAR_RETURN"
+        loop = f"        for _ in range({loops}):  # benchkit: +{size:g}%\n            pass\n"
+        return source.replace(LINEAR_RETURN, loop + LINEAR_RETURN)
+
+    return patch_wheel_module(WHEEL, folder / WHEEL.name, LINEAR_FILE, slow_down)
 
 
 class Project:
@@ -142,12 +140,7 @@ class Project:
 def setup(root: Path, plan: Plan) -> tuple[Project, list[str], dict[float, str]]:
     project = Project(root)
     (root / "verdict_definitions.py").write_text(definitions(plan))
-    config = {
-        "version": 1, "project": "torch", "repo": "history", "branches": ["main"],
-        "environment_type": "virtualenv", "matrix": {"req": {"numpy": "", "tqdm": ""}},
-        "benchmark_dir": str(REPO_ROOT / "benchmarks"), "env_dir": "env", "results_dir": "results",
-        "html_dir": "html", "launch_method": "forkserver", **asv_build_settings(str(REPO_ROOT)),
-    }  # fmt: skip
+    config = history_project_config(str(REPO_ROOT), "env")
     project.config.write_text(json.dumps(config, indent=1))
     project.asv("machine", "--machine", MACHINE, "--yes")
     loops = calibrate(plan.sizes)

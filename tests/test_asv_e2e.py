@@ -29,7 +29,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +37,8 @@ import pytest
 from test_build_torch import LOCAL_WHEEL
 
 from benchkit.history import repo as history
-from benchkit.history.build_step import asv_build_settings
-from benchkit.history.wheels import patch_wheel
+from benchkit.history.build_step import history_project_config
+from benchkit.history.wheels import patch_wheel_module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASES = r"^instruction_counts\.e2e_"
@@ -74,12 +73,8 @@ Linear.forward = _benchkit_linear_forward_twice
 
 
 def slow_linear_wheel(folder: Path) -> Path:
-    with zipfile.ZipFile(LOCAL_WHEEL) as wheel:
-        source = wheel.read("torch/nn/modules/linear.py").decode()
-    return patch_wheel(
-        LOCAL_WHEEL,
-        folder / LOCAL_WHEEL.name,
-        {"torch/nn/modules/linear.py": (source + LINEAR_PATCH).encode()},
+    return patch_wheel_module(
+        LOCAL_WHEEL, folder / LOCAL_WHEEL.name, "torch/nn/modules/linear.py", lambda text: text + LINEAR_PATCH
     )
 
 
@@ -115,20 +110,7 @@ class AsvProject:
 
 def make_project(root: Path, env_dir: Path) -> AsvProject:
     root.mkdir(parents=True)
-    config = {
-        "version": 1,
-        "project": "torch",
-        "repo": "history",
-        "branches": ["main"],
-        "environment_type": "virtualenv",
-        "matrix": {"req": {"numpy": "", "tqdm": ""}},
-        "benchmark_dir": str(REPO_ROOT / "benchmarks"),
-        "env_dir": str(env_dir),
-        "results_dir": "results",
-        "html_dir": "html",
-        "launch_method": "forkserver",
-        **asv_build_settings(str(REPO_ROOT)),
-    }
+    config = history_project_config(str(REPO_ROOT), str(env_dir))
     (root / "asv.conf.json").write_text(json.dumps(config, indent=1))
     home = root / "home"  # asv keeps machine descriptions in ~/.asv-machine.json
     home.mkdir()

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ from benchkit.history import backfill
 from benchkit.history.fingerprint import counting_fingerprint, differences, machine_name
 from benchkit.history.repo import HistoryRepo
 from benchkit.history.results import load_asv_config, load_result_set
-from benchkit.history.wheels import patch_wheel
+from benchkit.history.wheels import patch_wheel_module
 from benchkit.util import cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,12 +49,11 @@ ReLU.forward = _benchkit_relu_forward_twice
 
 
 def slow_relu_wheel(folder: Path) -> Path:
-    with zipfile.ZipFile(LOCAL_WHEEL) as wheel:
-        source = wheel.read("torch/nn/modules/activation.py").decode()
-    return patch_wheel(
+    return patch_wheel_module(
         LOCAL_WHEEL,
         folder / LOCAL_WHEEL.name,
-        {"torch/nn/modules/activation.py": (source + RELU_PATCH).encode()},
+        "torch/nn/modules/activation.py",
+        lambda text: text + RELU_PATCH,
     )
 
 

@@ -314,3 +314,23 @@ def asv_build_settings(
         ],
         "uninstall_command": [f"{step} uninstall"],
     }
+
+
+def history_project_config(benchkit_root: str, env_dir: str, history: str = "history") -> dict[str, object]:
+    """asv.conf.json for a torch history in the folder beside it (`history`), measured by the
+    benchkit checkout at `benchkit_root`: the repository's own asv.conf.json, with paths
+    to place it anywhere (tests, scripts, other projects)."""
+    return {
+        "version": 1,
+        "project": "torch",
+        "repo": history,
+        "branches": ["main"],
+        "environment_type": "virtualenv",
+        "matrix": {"req": {"numpy": "", "tqdm": ""}},  # what the suite imports besides torch
+        "benchmark_dir": f"{benchkit_root}/benchmarks",
+        "env_dir": env_dir,
+        "results_dir": "results",
+        "html_dir": "html",
+        "launch_method": "forkserver",
+        **asv_build_settings(benchkit_root),
+    }

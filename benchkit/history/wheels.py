@@ -20,7 +20,7 @@ import sys
 import sysconfig
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
@@ -289,3 +289,11 @@ def patch_wheel(source: Path, dest: Path, files: Mapping[str, bytes]) -> Path:
                 for name, data in replaced.items():
                     out.writestr(name, data)
     return dest
+
+
+def patch_wheel_module(source: Path, dest: Path, member: str, edit: Callable[[str], str]) -> Path:
+    """Copy a wheel with one Python file rewritten by `edit` (its text in, new text out)."""
+    with zipfile.ZipFile(source) as wheel:
+        text = wheel.read(member).decode()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return patch_wheel(source, dest, {member: edit(text).encode()})
