@@ -5,7 +5,6 @@ shards of `benchkit.measure.cpp.shards` (same layout and content-keyed cache).
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -64,34 +63,17 @@ def count_shard_class() -> type[Shard]:
     global _CountShard
     if _CountShard is None:
         from benchkit.measure.cpp.shards import Shard
-        from benchkit.util import content_key, torch_build_id
 
         @dataclasses.dataclass(frozen=True)
         class CountShard(Shard):
-            @property
-            def source(self) -> str:
-                bodies = [
-                    _COUNT_FUNCTION.format(
-                        name=count_function_name(s),
-                        threads=s.num_threads,
-                        setup=textwrap.indent(s.setup, "  "),
-                        stmt=textwrap.indent(s.stmt, "    "),
-                    )
-                    for s in self.snippets
-                ]
-                exports = "\n".join(
-                    f'  m.def("{count_function_name(s)}", &{count_function_name(s)});' for s in self.snippets
-                )
-                prelude = _COUNT_PRELUDE.format(callgrind_h=valgrind_headers() / "callgrind.h")
-                return (
-                    f"{prelude}\n// global setup\n{self.global_setup}\n"
-                    + "\n".join(bodies)
-                    + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exports}\n}}\n"
-                )
+            FUNCTION = _COUNT_FUNCTION
+            PREFIX = "benchkit_count"
 
-            @property
-            def name(self) -> str:
-                return f"benchkit_count_{content_key(self.source, torch_build_id())}"
+            def prelude(self) -> str:
+                return _COUNT_PRELUDE.format(callgrind_h=valgrind_headers() / "callgrind.h")
+
+            def function_name(self, snippet: Snippet) -> str:
+                return count_function_name(snippet)
 
         _CountShard = CountShard
     return _CountShard

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 from benchkit.define.api import Language, TimerArgs
 from benchkit.errors import UserError
@@ -100,30 +100,46 @@ class Snippet:
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
+    """One translation unit of C++ cases: a function per case, exported to Python.
+
+    Timing shards hold ``timeit_*`` functions; the Callgrind stage subclasses this
+    with counting functions (`benchkit.measure.callgrind.cpp_counting`), same layout."""
+
     global_setup: str
     snippets: tuple[Snippet, ...]
+
+    FUNCTION: ClassVar[str] = _TIMEIT_FUNCTION
+    PREFIX: ClassVar[str] = "benchkit_timeit"
+
+    def prelude(self) -> str:
+        return _TIMEIT_PRELUDE
+
+    def function_name(self, snippet: Snippet) -> str:
+        return snippet.function_name
 
     @property
     def source(self) -> str:
         bodies = [
-            _TIMEIT_FUNCTION.format(
-                name=s.function_name,
+            self.FUNCTION.format(
+                name=self.function_name(s),
                 threads=s.num_threads,
                 setup=textwrap.indent(s.setup, "  "),
                 stmt=textwrap.indent(s.stmt, "    "),
             )
             for s in self.snippets
         ]
-        exports = "\n".join(f'  m.def("{s.function_name}", &{s.function_name});' for s in self.snippets)
+        exports = "\n".join(
+            f'  m.def("{self.function_name(s)}", &{self.function_name(s)});' for s in self.snippets
+        )
         return (
-            f"{_TIMEIT_PRELUDE}\n// global setup\n{self.global_setup}\n"
+            f"{self.prelude()}\n// global setup\n{self.global_setup}\n"
             + "\n".join(bodies)
             + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exports}\n}}\n"
         )
 
     @property
     def name(self) -> str:
-        return f"benchkit_timeit_{content_key(self.source, torch_build_id())}"
+        return f"{self.PREFIX}_{content_key(self.source, torch_build_id())}"
 
 
 class CompileError(RuntimeError):
