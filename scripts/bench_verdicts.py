@@ -42,11 +42,13 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchkit.history.build_step import history_project_config  # noqa: E402
 from benchkit.history.wheels import patch_wheel_module  # noqa: E402
+from benchkit.mainjob import QUICK_ATTRIBUTES  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 
 WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 MACHINE = "verdicts"
+BUSY = "busy-aa"
 LINEAR_FILE = "torch/nn/modules/linear.py"
 LINEAR_RETURN = "        return F.linear(input, self.weight, self.bias)\n"
 SETUP = "model = torch.nn.Linear(4, 2)\nx = torch.ones(8, 4)"
@@ -72,6 +74,7 @@ class Plan:
     sizes: tuple[float, ...]  # injected slowdowns, percent
     controls: tuple[str, ...]
     asv_args: tuple[str, ...]
+    busy: bool = False  # one more identical build, measured while busy loops run on every core
 
 
 def definitions(plan: Plan) -> str:
@@ -156,6 +159,10 @@ def setup(root: Path, plan: Plan) -> tuple[Project, list[str], dict[float, str]]
                          "--note", f"Linear.forward +{size:g}% ({loops[size]} empty loop iterations)",
                          "--asv-config", str(project.config))  # fmt: skip
         slowed[size] = project.git("rev-parse", branch)
+    if plan.busy:
+        project.benchkit("history", "add", str(WHEEL), "--allow-duplicate", "--branch", BUSY, "--tag", BUSY,
+                         "--note", "identical build, measured on a busy machine", "--asv-config",
+                         str(project.config))  # fmt: skip
     main = project.git("rev-list", "--reverse", "--first-parent", "main").split()
     return project, main, slowed
 
@@ -172,6 +179,17 @@ def measure(project: Project, main: list[str], slowed: dict[float, str], plan: P
     project.asv("run", "ALL", *common)
     for commit in slowed.values():
         project.asv("run", f"{commit}^!", *common)
+    if plan.busy:
+        # The environment shift: a busy loop on every core for the whole run of this build.
+        loops = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)
+        ]
+        try:
+            project.asv("run", f"{project.git('rev-parse', BUSY)}^!", *common)
+        finally:
+            for loop in loops:
+                loop.kill()
+                loop.wait()
 
 
 def asv_compare_marks(project: Project, base: str, head: str) -> dict[str, str]:
@@ -223,9 +241,10 @@ def report(pairs: list[dict[str, Any]], sizes: tuple[float, ...]) -> str:
             fp = f"{flagged}/{total} ({flagged / total:.1%})" if total else "n/a (no A/A pair)"
             detect = []
             for size in sizes:
-                p = next(p for p in pairs if p["size"] == size)
                 hit = [
                     r
+                    for p in pairs
+                    if p["size"] == size
                     for name, r in p["rows"].items()
                     if r["metric"] == metric and ".verdicts_Linear_" in name
                 ]
@@ -260,15 +279,36 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(1, (10.0,), (), ("-a", "rounds=2", "-a", "repeat=(5,10,2.0)"))
     else:
         sizes = tuple(float(s) for s in args.sizes.split(","))
-        plan = Plan(args.aa, sizes, tuple(CONTROLS), ("-a", "rounds=2"))
+        # What `benchkit main` records by default (quick mode), so the rates are the users'.
+        quick = tuple(a for q in QUICK_ATTRIBUTES for a in ("-a", q))
+        plan = Plan(args.aa, sizes, tuple(CONTROLS), quick, busy=True)
     if args.workdir.exists():
         raise SystemExit(f"{args.workdir} exists: choose a new --workdir")
     project, main_commits, slowed = setup(args.workdir, plan)
     measure(project, main_commits, slowed, plan)
-    base = main_commits[0]
-    pairs = [{**judge(project, base, head), "size": None} for head in main_commits[1:]]
-    pairs += [{**judge(project, base, head), "size": size} for size, head in slowed.items()]
+    # Every A/A pair of identical builds, and every slowed build against every A/A build:
+    # one trial each (they share measurements, so they are not independent trials).
+    pairs = [
+        {**judge(project, base, head), "size": None}
+        for i, base in enumerate(main_commits)
+        for head in main_commits[i + 1 :]
+    ]
+    pairs += [
+        {**judge(project, base, head), "size": size} for size, head in slowed.items() for base in main_commits
+    ]
     text = report(pairs, plan.sizes)
+    if plan.busy:
+        busy = judge(project, main_commits[0], project.git("rev-parse", BUSY))
+        wall = [r for r in busy["rows"].values() if r["metric"] == "wall_time"]
+        ratios = sorted(r["ratio"] for r in wall if r["ratio"] is not None)
+        text += (
+            f"== environment shift: an identical build measured with busy loops on every core\n"
+            f"  wall-time ratios {ratios[0]:.2f}..{ratios[-1]:.2f}; benchkit check exit {busy['exit']}; "
+            f"wall-time regressions {sum(r['benchkit'] == 'regression' for r in wall)} of {len(wall)}, "
+            f"asv compare --factor 1.1 flags {sum(r['asv'] == '+' for r in wall)}\n"
+            + "".join(f"  reported: {shift}\n" for shift in busy["shifts"])
+        )
+        pairs.append({**busy, "size": "busy"})
     sys.stdout.write(text)
     atomic_write_json(args.workdir / "summary.json", {"plan": plan.__dict__, "pairs": pairs})
     return 0
