@@ -95,9 +95,14 @@ def test_noise_decides_between_regression_and_cant_tell(tmp_path: Path) -> None:
 
 
 def _shift_project(
-    tmp_path: Path, head_wall: float, head_rounds: tuple[float, float] = (1.0, 1.0), per_round: int = 5
+    tmp_path: Path,
+    head_wall: float,
+    head_rounds: tuple[float, float] = (1.0, 1.0),
+    per_round: int = 5,
+    steady: int = 0,
 ) -> History:
-    """15 cases, base commit 0 and head commit 1; case00's instruction count rises 5% on head."""
+    """15 cases, base commit 0 and head commit 1; case00's instruction count rises 5% on head;
+    the last `steady` cases keep their wall time whatever the others do."""
     rng = random.Random(3)
     project = History(tmp_path)
     for k in range(15):
@@ -107,7 +112,7 @@ def _shift_project(
         for i in (0, 1):
             moved = i == 1 and k == 0
             project.add(i, COUNTS.format(case), 1e6 * (1.05 if moved else 1.0))
-            center = 1e-5 * (head_wall if i == 1 else 1.0)
+            center = 1e-5 * (head_wall if i == 1 and k < 15 - steady else 1.0)
             rounds = head_rounds if i == 1 else (1.0, 1.0)
             samples = [x for r in rounds for x in _samples(center * r, 0.01, per_round, rng)]
             project.add(i, WALL.format(case), _median(samples), samples)
@@ -131,6 +136,16 @@ def test_a_common_wall_time_shift_is_the_environment_not_torch(tmp_path: Path) -
     assert "#### Environment" in verdict.markdown
     regressions = verdict.markdown.split("#### Regressions")[1].split("####")[0]
     assert WALL.format("C00") in regressions and WALL.format("C01") not in regressions
+
+
+def test_a_steady_wall_time_under_an_environment_shift_is_not_unchanged(tmp_path: Path) -> None:
+    """13 of 15 cases ×1.5 slower, C14 the same as before: on a machine that moved, "no change"
+    is as much the machine's as a change is."""
+    project = _shift_project(tmp_path, head_wall=1.5, steady=1)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    steady = next(c for c in verdict.comparisons if c.name == WALL.format("C14"))
+    assert verdict.shifts and steady.ratio is not None and abs(steady.ratio - 1) < 0.05
+    assert steady.status == "can't tell" and "wall time follows the environment shift" in steady.note
 
 
 def test_an_environment_shift_also_clears_benchmarks_of_unknown_noise(tmp_path: Path) -> None:
@@ -165,6 +180,9 @@ def test_rounds_that_disagree_mark_the_build_as_environment_shifted(tmp_path: Pa
     walls = [c for c in verdict.comparisons if c.metric == "wall_time"]
     assert "regression" not in {c.status for c in walls} and "can't tell" in {c.status for c in walls}
     assert not any(c.status == "unchanged" and c.ratio and c.ratio > 1.1 for c in walls)
+    # Not even "unchanged": every wall time of a case whose count held is the machine's here.
+    held = [c for c in walls if "C00" not in c.name]
+    assert {c.status for c in held} == {"can't tell"}
     # The base build's rounds agree: no shift is reported for it.
     assert not any(f"within base {base}" in s for s in verdict.shifts)
 

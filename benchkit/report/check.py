@@ -171,6 +171,9 @@ def compare_one(
         return make(status=status, note=note)
     mdc_text = f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
     if not (worse or better):
+        shifted = _shift_of(pair, (name, env)) if metric == "wall_time" else ""
+        if shifted:  # "no change" measured on a moving machine says nothing about torch
+            return make(status="can't tell", note=_join(f"wall time follows the {shifted}", note))
         if noise.mdc is not None and noise.mdc > threshold:
             return make(status="can't tell", note=_join(f"noise hides the threshold: {mdc_text}", note))
         real = "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
@@ -209,6 +212,14 @@ def _environment_verdict(
         shifts = "; ".join(s.short() for s in pair.rounds)
         return make(status="can't tell", note=_join(f"wall time unreliable: {shifts}", note))
     return make(status=status, note=note)
+
+
+def _shift_of(pair: PairNoise | None, key: tuple[str, str]) -> str:
+    """The environment shift that makes this pair's wall time of `key` the machine's, if any."""
+    if pair is None or pair.counts_moved.get(key):
+        return ""
+    shifts = ([pair.between] if pair.between is not None else []) + list(pair.rounds)
+    return "; ".join(s.short() for s in shifts)
 
 
 def _join(*notes: str) -> str:
