@@ -311,10 +311,13 @@ def run_backfill(
         else:
             summary.failed[commit] = outcome.get("reason", "")
         summary.seconds[commit] = outcome.get("seconds", {})
-        running = sum(len(tasks) for tasks in client.processing().values())
+        # A worker holds one unit of the logical machine's resource: one build at a time each,
+        # the rest of what the scheduler assigned it waits in its queue.
+        running = sum(1 for tasks in client.processing().values() if tasks)
+        finished = len(summary.done) + len(summary.failed)
         seconds = outcome.get("seconds", {}).get("total")
         on_progress(
-            f"[{len(summary.done) + len(summary.failed)}/{len(todo)} done, {running} running, "
+            f"[{finished}/{len(todo)} done, {running} running, {max(0, len(todo) - finished - running)} queued, "
             f"{len(summary.failed)} failed] {commit[:12]}: {outcome['status']} on {outcome.get('host', '?')}"
             + (f" in {seconds:.0f}s" if seconds else "")
             + f" ({numbers} counted, {failures} failed)"
