@@ -315,9 +315,10 @@ def run_backfill(
         # the rest of what the scheduler assigned it waits in its queue.
         running = sum(1 for tasks in client.processing().values() if tasks)
         finished = len(summary.done) + len(summary.failed)
+        queued = max(0, len(todo) - finished - running)
         seconds = outcome.get("seconds", {}).get("total")
         on_progress(
-            f"[{finished}/{len(todo)} done, {running} running, {max(0, len(todo) - finished - running)} queued, "
+            f"[{finished}/{len(todo)} done, {running} running, {queued} queued, "
             f"{len(summary.failed)} failed] {commit[:12]}: {outcome['status']} on {outcome.get('host', '?')}"
             + (f" in {seconds:.0f}s" if seconds else "")
             + f" ({numbers} counted, {failures} failed)"
