@@ -121,6 +121,24 @@ def sign_test_p(n_up: int, n_down: int) -> float:
     return min(1.0, 2 * tail)
 
 
+def median_shift_p(values: Sequence[float]) -> float:
+    """Two-sided p that values centred on 0 give a median this far from 0 (normal approximation,
+    s.e. of a median = sqrt(pi/2) * sigma / sqrt(n), sigma robust). Unlike the sign test it
+    sees a large common shift that a few values do not share (a busy machine slows most
+    benchmarks a lot and a few not at all)."""
+    import statistics
+    from statistics import NormalDist
+
+    sigma = robust_sigma(values)
+    if sigma is None or len(values) < 5:
+        return 1.0
+    middle = statistics.median(values)
+    if sigma == 0:
+        return 0.0 if middle else 1.0
+    z = abs(middle) / (MEDIAN_EFFICIENCY * sigma / math.sqrt(len(values)))
+    return 2 * (1 - NormalDist().cdf(z))
+
+
 def split_rounds(samples: Sequence[float], rounds: int = 2) -> list[list[float]]:
     """asv's `--record-samples` list cut into its rounds (round 1's samples come first).
 

@@ -119,7 +119,7 @@ class Project:
         self.root = root
         self.config = root / "asv.conf.json"
         home = root / "home"
-        home.mkdir(parents=True)
+        home.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO_ROOT), "BENCHKIT_STANDARD": "0",
                     "BENCHKIT_DEFINITIONS": str(root / "verdict_definitions.py")}  # fmt: skip
 
@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aa", type=int, default=6, help="identical builds on main (A/A pairs: aa - 1)")
     parser.add_argument("--sizes", default="1,2,5,10", help="injected slowdowns in percent")
     parser.add_argument("--smoke", action="store_true", help="2 builds (original, +10%%), 2 benchmarks")
+    parser.add_argument("--judge-only", action="store_true", help="judge the results in --workdir again")
     args = parser.parse_args(argv)
     if args.smoke:
         plan = Plan(1, (10.0,), (), ("-a", "rounds=2", "-a", "repeat=(5,10,2.0)"))
@@ -282,10 +283,15 @@ def main(argv: list[str] | None = None) -> int:
         # What `benchkit main` records by default (quick mode), so the rates are the users'.
         quick = tuple(a for q in QUICK_ATTRIBUTES for a in ("-a", q))
         plan = Plan(args.aa, sizes, tuple(CONTROLS), quick, busy=True)
-    if args.workdir.exists():
+    if args.judge_only:
+        project = Project(args.workdir)
+        main_commits = project.git("rev-list", "--reverse", "--first-parent", "main").split()
+        slowed = {size: project.git("rev-parse", f"slow-{size:g}pct") for size in plan.sizes}
+    elif args.workdir.exists():
         raise SystemExit(f"{args.workdir} exists: choose a new --workdir")
-    project, main_commits, slowed = setup(args.workdir, plan)
-    measure(project, main_commits, slowed, plan)
+    else:
+        project, main_commits, slowed = setup(args.workdir, plan)
+        measure(project, main_commits, slowed, plan)
     # Every A/A pair of identical builds, and every slowed build against every A/A build:
     # one trial each (they share measurements, so they are not independent trials).
     pairs = [

@@ -48,7 +48,8 @@ def test_mdc_from_a_synthetic_history_of_known_noise() -> None:
         history.append(ResultSet(f"{i:040x}", "box", measurements))
     metric_of = {WALL.format("A"): "wall_time", COUNTS.format("A"): "instructions"}.__getitem__
     sigmas = noise.history_sigmas(history, metric_of, 0.005)
-    sigma, pairs = sigmas[(WALL.format("A"), ENV)]
+    sigma, pairs, source = sigmas[(WALL.format("A"), ENV)]
+    assert source == "history"
     assert pairs == commits - 2  # the pair across the step is not an A/A pair: its counts moved
     assert sigma == pytest.approx(run_sigma * math.sqrt(2), rel=0.15)
     assert sigmas[(COUNTS.format("A"), ENV)][0] == 0.0  # counts: every pair but the step is equal
@@ -83,15 +84,16 @@ def test_noise_decides_between_regression_and_cant_tell(tmp_path: Path) -> None:
     quiet, noisy, short = (by_name[WALL.format(c)] for c in ("Quiet", "Noisy", "Short"))
     assert quiet.status == "regression" and quiet.mdc is not None and quiet.mdc < 0.1
     assert noisy.status == "can't tell" and noisy.mdc is not None and noisy.mdc > 0.3
-    assert "change within noise: MDC ±" in noisy.note and "history: 11 pairs" in noisy.note
-    assert short.status == "insufficient data" and short.mdc is None  # never "unchanged"
+    assert "MDC ±" in noisy.note and "history: 11 pairs" in noisy.note
+    # No history of its own (one pair): the machine's, pooled over every wall time's 23 pairs.
+    assert short.noise is not None and short.noise.basis.startswith("machine's wall-time history: 23 pairs")
     assert verdict.exit_code == 1
     md = verdict.markdown
     assert "| Threshold | MDC | Note |" in md
-    assert "**1 regression**," in md and "1 can't tell, 1 insufficient data" in md
+    assert "**1 regression**," in md and "1 unchanged, 1 can't tell, 0 insufficient data" in md
     noisy_row = next(line for line in md.splitlines() if "`" + WALL.format("Noisy") in line)
     assert f"| ±{check.format_percent(noisy.mdc)} |" in noisy_row
-    assert "#### Can't tell" in md and "#### Insufficient data" in md
+    assert "#### Can't tell" in md
 
 
 def _shift_project(

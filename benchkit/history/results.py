@@ -148,10 +148,10 @@ def _branch_order(conf: Any) -> dict[str, int]:
 
 
 def load_history(conf: Any, machine: str, env: str | None = None) -> list[ResultSet]:
-    """Every commit's results on `machine`, oldest first.
-
-    The order is the history's (first branch) when the repository can tell, else the
-    commit date asv recorded; noise estimates pair each commit with the one before it.
+    """The history's results on `machine`, oldest first: the commits of the first
+    configured branch when the repository can tell (commits only on other branches,
+    e.g. pull requests, are no step of the history), else every commit by the date
+    asv recorded. Noise estimates and change points pair each commit with the one before.
     """
     from asv import results as asv_results
 
@@ -163,7 +163,10 @@ def load_history(conf: Any, machine: str, env: str | None = None) -> list[Result
         _add_measurements(result, sets.setdefault(result.commit_hash, {}))
         dates[result.commit_hash] = result.date or 0
     order = _branch_order(conf)
-    commits = sorted(sets, key=lambda c: (c not in order, order.get(c, 0), dates[c], c))
+    if order:
+        commits = sorted((c for c in sets if c in order), key=order.__getitem__)
+    else:
+        commits = sorted(sets, key=lambda c: (dates[c], c))
     return [ResultSet(c, machine, sets[c]) for c in commits]
 
 

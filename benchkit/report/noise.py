@@ -33,6 +33,7 @@ from benchkit.stats import (
     ALPHA,
     log_samples,
     median_difference_sigma,
+    median_shift_p,
     minimum_detectable_change,
     robust_sigma,
     sign_test_p,
@@ -43,6 +44,7 @@ from benchkit.stats import (
 COUNTS_METHOD = "track_instructions"
 MIN_SAMPLES = 5  # per side, for a within-run spread
 MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
+MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spread
 # Callgrind counts of one build repeat to ~0.003 %; three times that, so only a noisier
 # history (e.g. allocator-dependent counts) widens it.
 INSTRUCTIONS_SIGMA = 1e-4
@@ -105,11 +107,16 @@ class Noise:
 
 def history_sigmas(
     history: Sequence[ResultSet], metric_of: Callable[[str], str], count_threshold: float
-) -> dict[Key, tuple[float, int]]:
-    """(sigma, pairs) per benchmark from consecutive commits of `history` (oldest first).
+) -> dict[Key, tuple[float, int, str]]:
+    """(sigma, pairs, source) per benchmark from consecutive commits of `history` (oldest first).
 
     For wall time a pair counts only when the case's instruction count did not move
-    (a de-facto A/A pair); a wall time without a count uses every pair.
+    (a de-facto A/A pair); a wall time without a count uses every pair. A wall time with
+    fewer than MIN_PAIRS pairs of its own gets the machine's: the pooled spread of every
+    wall time's pairs. Between two builds a benchmark moves by more than its samples and
+    rounds show (each build is another process, another memory layout: measured here,
+    single benchmarks of identical builds differed by up to 9 % with 1-2 % sample noise),
+    and only pairs of builds show that.
     """
     diffs: dict[Key, list[float]] = {}
     for a, b in itertools.pairwise(history):
@@ -124,7 +131,13 @@ def history_sigmas(
     for key, values in diffs.items():
         sigma = robust_sigma(values, center=0.0)
         if sigma is not None and len(values) >= MIN_PAIRS:
-            out[key] = (sigma, len(values))
+            out[key] = (sigma, len(values), "history")
+    pooled = [d for key, values in diffs.items() if metric_of(key[0]) == "wall_time" for d in values]
+    machine = robust_sigma(pooled, center=0.0) if len(pooled) >= MIN_POOLED_PAIRS else None
+    if machine is not None:
+        for key in diffs:
+            if metric_of(key[0]) == "wall_time" and key not in out:
+                out[key] = (machine, len(pooled), "machine's wall-time history")
     return out
 
 
@@ -156,12 +169,12 @@ def sample_sigmas(before: Measurement, after: Measurement) -> tuple[float | None
 
 
 def estimate(
-    metric: str, before: Measurement, after: Measurement, history: tuple[float, int] | None
+    metric: str, before: Measurement, after: Measurement, history: tuple[float, int, str] | None
 ) -> Noise:
     """The noise of one comparison: the largest of the sources that have enough data."""
     sources: list[tuple[float, str]] = []
     if history is not None:
-        sources.append((history[0], f"history: {history[1]} pairs"))
+        sources.append((history[0], f"{history[2]}: {history[1]} pairs"))
     within, rounds = sample_sigmas(before, after)
     if within is not None:
         n = f"{len(before.samples or ())}+{len(after.samples or ())}"
@@ -201,16 +214,18 @@ class EnvShift:
         way = "slower" if self.n_up >= self.n_down else "faster"
         return (
             f"environment shift of ×{self.factor:.2f} {self.where}: {most} of {n} wall times "
-            f"moved {way} (sign test p = {self.p:.1g})"
+            f"moved {way} (p = {self.p:.1g})"
         )
 
 
 def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) -> EnvShift | None:
-    """A shift shared by many benchmarks: sign test p <= SHIFT_P and the median shift beyond
-    the median benchmark's noise (so a consistent but negligible drift is not reported)."""
+    """A shift shared by many benchmarks: p <= SHIFT_P by the sign test (most moved the same
+    way) or by the median test (the median moved far beyond the spread across benchmarks),
+    and the median shift beyond the median benchmark's noise (so a consistent but
+    negligible drift is not reported)."""
     ups = sum(1 for s in shifts if s > 0)
     downs = sum(1 for s in shifts if s < 0)
-    p = sign_test_p(ups, downs)
+    p = min(sign_test_p(ups, downs), median_shift_p(shifts))
     if p > SHIFT_P:
         return None
     middle = statistics.median(shifts)
@@ -256,7 +271,7 @@ def between_shift(
 class PairNoise:
     """What the gate knows about noise when it compares one BASE/HEAD pair."""
 
-    history: Mapping[Key, tuple[float, int]] = dataclasses.field(default_factory=dict)
+    history: Mapping[Key, tuple[float, int, str]] = dataclasses.field(default_factory=dict)
     between: EnvShift | None = None
     rounds: tuple[EnvShift, ...] = ()  # builds whose two rounds disagree
     counts_moved: Mapping[Key, bool | None] = dataclasses.field(default_factory=dict)
@@ -269,7 +284,7 @@ class PairNoise:
 def pair_noise(
     base: ResultSet,
     head: ResultSet,
-    history: Mapping[Key, tuple[float, int]],
+    history: Mapping[Key, tuple[float, int, str]],
     metric_of: Callable[[str], str],
     count_threshold: float,
 ) -> PairNoise:

@@ -293,7 +293,10 @@ def listed(c: check.Comparison) -> bool:
 
 
 def machine_history(data: SiteData, machine: str) -> list[ResultSet]:
-    return [data.results[(machine, c)] for c in history_commits(data, machine)]
+    """The machine's history for noise estimates: its first branch's measured commits
+    (pull-request branches are no step of the history); every commit when none is known."""
+    first = next((commits for (m, _branch), commits in data.branch_commits.items() if m == machine), None)
+    return [data.results[(machine, c)] for c in (first or history_commits(data, machine))]
 
 
 def pair_changes(data: SiteData) -> list[PairChanges]:
