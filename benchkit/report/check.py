@@ -8,10 +8,10 @@ each metric by its own noise:
 * **instructions** (Callgrind counts) are nearly deterministic: a tight
   relative threshold (default 0.5%) catches small real changes.
 * **wall time** (unit seconds) is noisy: a change counts only when asv's
-  statistical test says the two sample sets differ *and* the ratio exceeds a
-  factor (default 1.10), as in `asv compare`, *and* it exceeds the benchmark's
-  minimum detectable change (MDC) estimated from its own noise
-  (`benchkit.report.noise`).
+  statistical test says the two sample sets differ *and* it exceeds the
+  benchmark's minimum detectable change (MDC) estimated from its own noise
+  (`benchkit.report.noise`); a configured factor (``--factor 1.10``) must be
+  exceeded as well.
 * **ratio** (any other tracked number, e.g. an operator's compiled/eager time
   ratio, lower is better): a relative threshold (default 10%), since each is a
   quotient of two timings without samples.
