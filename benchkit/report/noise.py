@@ -223,13 +223,18 @@ def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) ->
     way) or by the median test (the median moved far beyond the spread across benchmarks),
     and the median shift beyond the median benchmark's noise (so a consistent but
     negligible drift is not reported)."""
-    ups = sum(1 for s in shifts if s > 0)
-    downs = sum(1 for s in shifts if s < 0)
+    # A case that moved less than its own within-run noise (`noise`, aligned with `shifts`,
+    # 0 where unknown) is a tie for the sign test: on a busy machine a few cases barely move
+    # and would otherwise hide how lopsided the rest is.
+    ties = list(noise) if len(noise) == len(shifts) else [0.0] * len(shifts)
+    ups = sum(1 for s, t in zip(shifts, ties, strict=True) if s > t)
+    downs = sum(1 for s, t in zip(shifts, ties, strict=True) if s < -t)
     p = min(sign_test_p(ups, downs), median_shift_p(shifts))
     if p > SHIFT_P:
         return None
     middle = statistics.median(shifts)
-    if noise and abs(middle) <= statistics.median(noise):
+    known = [n for n in noise if n > 0]
+    if known and abs(middle) <= statistics.median(known):
         return None
     return EnvShift(where, math.exp(middle), ups, downs, p)
 
@@ -262,8 +267,7 @@ def between_shift(
         assert before is not None
         shifts.append(d)
         within, _ = sample_sigmas(before, after)
-        if within is not None:
-            noise.append(within)
+        noise.append(within or 0.0)
     return common_shift(shifts, noise, "between base and head") if shifts else None
 
 
