@@ -65,7 +65,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--builds", type=int, default=6)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--filter", default=r"^(Pointwise|Reduction|nn/Linear)")
+    parser.add_argument("--filter", default=r"^(Pointwise|Reduction|nn Modules/Linear)")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="benchkit-bench-backfill-"))
     project = scratch / "project"
