@@ -64,6 +64,16 @@ from benchkit.report.check_config import (
     load_check_config,
     parse_check_config,
 )
+from benchkit.report.check_format import (  # noqa: F401 (re-exported for the site)
+    WHY_HINT,
+    count_phrase,
+    format_mdc,
+    format_percent,
+    format_threshold,
+    format_value,
+    markdown_table,
+    md_escape,
+)
 from benchkit.report.noise import Noise, PairNoise, estimate, history_sigmas, pair_noise
 from benchkit.stats import ALPHA, significantly_different
 
@@ -327,82 +337,6 @@ def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
 
 # ------------------------------------------------------------------- report
 
-# asv keeps no error text in its result files: point the user at where it is.
-WHY_HINT = (
-    "asv's result files keep no error text; see the asv run's log or rerun with "
-    "`asv run --show-stderr -b REGEX` (a failed setup_cache fails every benchmark of its file)"
-)
-
-
-def count_phrase(n: int, status: str) -> str:
-    """How reports count a verdict: '2 regressions', '1 newly failing', '3 missing on head'."""
-    plural = n != 1 and status in ("regression", "improvement")
-    return f"{n} {status}{'s' if plural else ''}"
-
-
-def format_value(m: Measurement | None, unit: str | None) -> str:
-    from asv import util as asv_util
-    from asv_runner.statistics import get_err
-
-    if m is None:
-        return "missing"
-    if m.failed:
-        return "failed"
-    if m.skipped:
-        return "skipped"
-    assert m.value is not None
-    if unit == "instructions":
-        return f"{m.value:,.0f}"
-    err = get_err(m.value, m.stats) if m.stats else None
-    return str(asv_util.human_value(m.value, unit, err=err))
-
-
-def format_percent(x: float | None) -> str:
-    if x is None:
-        return "n/a"
-    return f"{x * 100:.2g}%" if x < 0.1 else f"{x * 100:.0f}%"
-
-
-def format_mdc(c: Comparison) -> str:
-    """The minimum detectable change at ALPHA, or why there is none."""
-    if c.noise is None:
-        return ""
-    return f"±{format_percent(c.mdc)}" if c.mdc is not None else "unknown"
-
-
-def format_threshold(c: Comparison) -> str:
-    if c.metric == "wall_time" and c.noise is not None and c.noise.mdc == c.threshold:
-        return f"MDC ×{1 + c.threshold:.2f} + asv stats"
-    if c.metric == "wall_time":
-        return f"×{1 + c.threshold:.2f} + asv stats"
-    return f"{c.threshold * 100:.2g}%"
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
-    lines = [
-        "| Benchmark | Metric | Before | After | Change | Threshold | MDC | Note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for c in rows:
-        ratio = c.ratio
-        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status
-        cells = [
-            f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
-            METRIC_LABELS[c.metric],
-            format_value(c.before, c.unit),
-            format_value(c.after, c.unit),
-            change,
-            format_threshold(c),
-            format_mdc(c),
-            c.note,
-        ]
-        lines.append("| " + " | ".join(_md_escape(x) for x in cells) + " |")
-    return lines
-
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
@@ -451,10 +385,10 @@ def render(
         f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark.",
     ]
     if shifts:
-        lines += ["", "#### Environment", "", *(f"- {_md_escape(s)}" for s in shifts)]
+        lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
         lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
     if problems:
-        lines += ["", "#### Could not compare", "", *(f"- {_md_escape(p)}" for p in problems)]
+        lines += ["", "#### Could not compare", "", *(f"- {md_escape(p)}" for p in problems)]
         lines += ["", WHY_HINT + "."]
     sections = [
         ("Regressions", regressions),
@@ -469,7 +403,7 @@ def render(
         sections.append(("Unchanged", rows("unchanged")))
     for title, section in sections:
         if section:
-            lines += ["", f"#### {title}", "", *_table(section, show_env=len(envs) > 1)]
+            lines += ["", f"#### {title}", "", *markdown_table(section, show_env=len(envs) > 1)]
     return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons), tuple(problems), tuple(shifts))
 
 

@@ -1,0 +1,90 @@
+"""How `benchkit check` writes its verdicts: values, thresholds, MDCs and Markdown tables
+(also used by the site's Changes page)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from benchkit.report.check_config import METRIC_LABELS
+
+if TYPE_CHECKING:
+    from benchkit.history.results import Measurement
+    from benchkit.report.check import Comparison
+
+
+# asv keeps no error text in its result files: point the user at where it is.
+WHY_HINT = (
+    "asv's result files keep no error text; see the asv run's log or rerun with "
+    "`asv run --show-stderr -b REGEX` (a failed setup_cache fails every benchmark of its file)"
+)
+
+
+def count_phrase(n: int, status: str) -> str:
+    """How reports count a verdict: '2 regressions', '1 newly failing', '3 missing on head'."""
+    plural = n != 1 and status in ("regression", "improvement")
+    return f"{n} {status}{'s' if plural else ''}"
+
+
+def format_value(m: Measurement | None, unit: str | None) -> str:
+    from asv import util as asv_util
+    from asv_runner.statistics import get_err
+
+    if m is None:
+        return "missing"
+    if m.failed:
+        return "failed"
+    if m.skipped:
+        return "skipped"
+    assert m.value is not None
+    if unit == "instructions":
+        return f"{m.value:,.0f}"
+    err = get_err(m.value, m.stats) if m.stats else None
+    return str(asv_util.human_value(m.value, unit, err=err))
+
+
+def format_percent(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x * 100:.2g}%" if x < 0.1 else f"{x * 100:.0f}%"
+
+
+def format_mdc(c: Comparison) -> str:
+    """The minimum detectable change at ALPHA, or why there is none."""
+    if c.noise is None:
+        return ""
+    return f"±{format_percent(c.mdc)}" if c.mdc is not None else "unknown"
+
+
+def format_threshold(c: Comparison) -> str:
+    if c.metric == "wall_time" and c.noise is not None and c.noise.mdc == c.threshold:
+        return f"MDC ×{1 + c.threshold:.2f} + asv stats"
+    if c.metric == "wall_time":
+        return f"×{1 + c.threshold:.2f} + asv stats"
+    return f"{c.threshold * 100:.2g}%"
+
+
+def md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
+    lines = [
+        "| Benchmark | Metric | Before | After | Change | Threshold | MDC | Note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in rows:
+        ratio = c.ratio
+        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status
+        cells = [
+            f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
+            METRIC_LABELS[c.metric],
+            format_value(c.before, c.unit),
+            format_value(c.after, c.unit),
+            change,
+            format_threshold(c),
+            format_mdc(c),
+            c.note,
+        ]
+        lines.append("| " + " | ".join(md_escape(x) for x in cells) + " |")
+    return lines
