@@ -172,6 +172,40 @@ def test_without_a_common_shift_the_same_slowdown_is_a_regression(tmp_path: Path
     assert statuses[WALL.format("C05")] == "unchanged" and statuses[COUNTS.format("C00")] == "regression"
 
 
+def _disturbed_project(tmp_path: Path, head_spread: float) -> History:
+    """13 cases, identical counts; head's samples `head_spread` times as spread as base's, and
+    each case's head level moved by its own factor (×0.8 to ×2), as on a busy machine."""
+    rng = random.Random(5)
+    project = History(tmp_path)
+    for k in range(13):
+        case = f"D{k:02d}"
+        project.bench(WALL.format(case), "seconds")
+        project.bench(COUNTS.format(case), "instructions")
+        level = (0.8, 1.0, 1.3, 1.6, 2.0)[k % 5] if head_spread > 1 else 1.0
+        for i, (center, spread) in enumerate(((1e-5, 0.01), (1e-5 * level, 0.01 * head_spread))):
+            project.add(i, COUNTS.format(case), 1e6)
+            samples = _samples(center, spread, 10, rng)
+            project.add(i, WALL.format(case), _median(samples), samples)
+    project.save()
+    return project
+
+
+def test_a_disturbed_machine_is_reported_and_not_blamed_on_torch(tmp_path: Path) -> None:
+    """Levels scattered both ways (no common shift), samples ×6 more spread: the machine."""
+    project = _disturbed_project(tmp_path, head_spread=6.0)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    shifts = verdict.shifts
+    assert any(s.startswith("disturbed machine on head: wall-time samples ×") for s in shifts), shifts
+    walls = [c for c in verdict.comparisons if c.metric == "wall_time"]
+    assert {c.status for c in walls} == {"can't tell"} and verdict.exit_code == 0
+
+
+def test_an_undisturbed_pair_is_not_called_disturbed(tmp_path: Path) -> None:
+    project = _disturbed_project(tmp_path, head_spread=1.0)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
+    assert not any(s.startswith("disturbed") for s in verdict.shifts)
+
+
 def test_rounds_that_disagree_mark_the_build_as_environment_shifted(tmp_path: Path) -> None:
     """Head's round 2 ran 40 % slower than its round 1 for every case: its wall time is unreliable."""
     project = _shift_project(tmp_path, head_wall=1.0, head_rounds=(1.0, 1.4))

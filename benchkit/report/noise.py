@@ -49,6 +49,8 @@ MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spr
 # history (e.g. allocator-dependent counts) widens it.
 INSTRUCTIONS_SIGMA = 1e-4
 SHIFT_P = 0.001  # sign test across benchmarks: how lopsided a common shift must be
+SPREAD_FACTOR = 3.0  # median spread ratio that marks a disturbed machine (see `spread_shift`)
+MIN_SPREAD_CASES = 5
 Key = tuple[str, str]  # (benchmark name with params, asv environment)
 
 
@@ -197,25 +199,61 @@ def estimate(
 
 @dataclasses.dataclass(frozen=True)
 class EnvShift:
-    """Many wall times moved the same way at once: the machine changed, not torch."""
+    """Many wall times moved the same way at once, or all got much noisier: the machine
+    changed, not torch."""
 
     where: str  # "between base and head", "within base abc12345 (round 2 against round 1)"
-    factor: float  # median ratio
+    factor: float  # median ratio of the levels (kind "level") or of the spreads ("spread")
     n_up: int
     n_down: int
     p: float
+    kind: str = "level"
 
     def short(self) -> str:
+        if self.kind == "spread":
+            return f"disturbed machine {self.where} (samples ×{self.factor:.1f} more spread)"
         return f"environment shift of ×{self.factor:.2f} {self.where}"
 
     def describe(self) -> str:
         n = self.n_up + self.n_down
+        if self.kind == "spread":
+            return (
+                f"disturbed machine {self.where}: wall-time samples ×{self.factor:.1f} more spread "
+                f"(median over {n} benchmarks; ×{SPREAD_FACTOR:g} or more marks a disturbed machine)"
+            )
         most = max(self.n_up, self.n_down)
         way = "slower" if self.n_up >= self.n_down else "faster"
         return (
             f"environment shift of ×{self.factor:.2f} {self.where}: {most} of {n} wall times "
             f"moved {way} (p = {self.p:.1g})"
         )
+
+
+def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], str]) -> EnvShift | None:
+    """One side's wall-time samples far more spread than the other's, for most benchmarks at
+    once: a disturbed machine (other processes competing for the cores), whose benchmarks
+    each move by their own factor, so no common level shift shows. Measured on this kind of
+    machine: identical builds differ in median spread by at most ×2.4, a build measured with
+    busy loops on every core by ×3.7 to ×9.7."""
+    ratios = []
+    for key, after in head.measurements.items():
+        before = base.measurements.get(key)
+        if metric_of(key[0]) != "wall_time" or before is None:
+            continue
+        a, b = log_samples(before.samples), log_samples(after.samples)
+        if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
+            continue
+        sa, sb = robust_sigma(a), robust_sigma(b)
+        if sa and sb:
+            ratios.append(math.log(sb / sa))
+    if len(ratios) < MIN_SPREAD_CASES:
+        return None
+    middle = statistics.median(ratios)
+    if abs(middle) < math.log(SPREAD_FACTOR):
+        return None
+    side = "head" if middle > 0 else "base"
+    n_up = sum(1 for r in ratios if r > 0)
+    return EnvShift(f"on {side}", math.exp(abs(middle)), n_up, len(ratios) - n_up, 1.0, kind="spread")
 
 
 def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) -> EnvShift | None:
@@ -305,4 +343,5 @@ def pair_noise(
         for key in head.measurements
         if metric_of(key[0]) == "wall_time"
     }
-    return PairNoise(history, between_shift(base, head, metric_of, count_threshold), rounds, moved)
+    between = between_shift(base, head, metric_of, count_threshold) or spread_shift(base, head, metric_of)
+    return PairNoise(history, between, rounds, moved)
