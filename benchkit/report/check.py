@@ -74,7 +74,7 @@ from benchkit.report.check_format import (  # noqa: F401 (re-exported for the si
     markdown_table,
     md_escape,
 )
-from benchkit.report.noise import Noise, PairNoise, estimate, history_sigmas, pair_noise
+from benchkit.report.noise import HistoryNoise, Noise, PairNoise, estimate, history_sigmas, pair_noise
 from benchkit.stats import ALPHA, significantly_different
 
 # Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
@@ -259,7 +259,7 @@ def metric_judge(units: Mapping[str, str | None], config: CheckConfig) -> Callab
 
 def history_noise(
     history: Sequence[ResultSet], units: Mapping[str, str | None], config: CheckConfig
-) -> Mapping[tuple[str, str], tuple[float, int, str]]:
+) -> Mapping[tuple[str, str], HistoryNoise]:
     """Each benchmark's noise from consecutive commits of a history (see `benchkit.report.noise`)."""
     return history_sigmas(history, metric_judge(units, config), config.thresholds["instructions"])
 
@@ -269,7 +269,7 @@ def compare_pair(
     head: ResultSet,
     units: Mapping[str, str | None],
     config: CheckConfig,
-    history: Mapping[tuple[str, str], tuple[float, int, str]] | None = None,
+    history: Mapping[tuple[str, str], HistoryNoise] | None = None,
 ) -> tuple[list[Comparison], PairNoise]:
     """Every benchmark of the pair, judged with its noise and the pair's environment shifts."""
     metric_of = metric_judge(units, config)
@@ -288,7 +288,7 @@ def compare(
     head: ResultSet,
     units: Mapping[str, str | None],
     config: CheckConfig,
-    history: Mapping[tuple[str, str], tuple[float, int, str]] | None = None,
+    history: Mapping[tuple[str, str], HistoryNoise] | None = None,
 ) -> list[Comparison]:
     return compare_pair(base, head, units, config, history)[0]
 

@@ -52,6 +52,7 @@ SHIFT_P = 0.001  # sign test across benchmarks: how lopsided a common shift must
 SPREAD_FACTOR = 3.0  # median spread ratio that marks a disturbed machine (see `spread_shift`)
 MIN_SPREAD_CASES = 5
 Key = tuple[str, str]  # (benchmark name with params, asv environment)
+HistoryNoise = tuple[float, int, str]  # (sigma, pairs, which history)
 
 
 def case_of(name: str) -> tuple[str, str]:
@@ -109,7 +110,7 @@ class Noise:
 
 def history_sigmas(
     history: Sequence[ResultSet], metric_of: Callable[[str], str], count_threshold: float
-) -> dict[Key, tuple[float, int, str]]:
+) -> dict[Key, HistoryNoise]:
     """(sigma, pairs, source) per benchmark from consecutive commits of `history` (oldest first).
 
     For wall time a pair counts only when the case's instruction count did not move
@@ -170,9 +171,7 @@ def sample_sigmas(before: Measurement, after: Measurement) -> tuple[float | None
     return within, rounds
 
 
-def estimate(
-    metric: str, before: Measurement, after: Measurement, history: tuple[float, int, str] | None
-) -> Noise:
+def estimate(metric: str, before: Measurement, after: Measurement, history: HistoryNoise | None) -> Noise:
     """The noise of one comparison: the largest of the sources that have enough data."""
     sources: list[tuple[float, str]] = []
     if history is not None:
@@ -313,7 +312,7 @@ def between_shift(
 class PairNoise:
     """What the gate knows about noise when it compares one BASE/HEAD pair."""
 
-    history: Mapping[Key, tuple[float, int, str]] = dataclasses.field(default_factory=dict)
+    history: Mapping[Key, HistoryNoise] = dataclasses.field(default_factory=dict)
     between: EnvShift | None = None
     rounds: tuple[EnvShift, ...] = ()  # builds whose two rounds disagree
     counts_moved: Mapping[Key, bool | None] = dataclasses.field(default_factory=dict)
@@ -326,7 +325,7 @@ class PairNoise:
 def pair_noise(
     base: ResultSet,
     head: ResultSet,
-    history: Mapping[Key, tuple[float, int, str]],
+    history: Mapping[Key, HistoryNoise],
     metric_of: Callable[[str], str],
     count_threshold: float,
 ) -> PairNoise:
