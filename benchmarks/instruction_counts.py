@@ -23,5 +23,5 @@ CASES = load_cases()
 CPP_SUITE = CppSuite([case.timer_args for case in CASES])
 
 _MODULE = __name__.rsplit(".", 1)[-1]  # asv's benchmark names start with it (for -b)
-_METRICS = [WallTimeMetric(CPP_SUITE, _MODULE), InstructionCountMetric(CASES, _MODULE)]
+_METRICS = [WallTimeMetric(CPP_SUITE, _MODULE), InstructionCountMetric(CASES, _MODULE, CPP_SUITE)]
 globals().update(asv_classes(CASES, _METRICS))

@@ -15,6 +15,7 @@ import pytest
 
 from benchkit.define.api import Language, TimerArgs
 from benchkit.measure.callgrind import durations
+from benchkit.measure.cpp import pch
 from benchkit.measure.cpp import shards as cpp_batch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +99,7 @@ def test_two_batches_at_once_keep_every_duration() -> None:
 
 
 def test_recently_used_precompiled_headers_are_never_pruned(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(cpp_batch, "PCH_KEPT", 1)
+    monkeypatch.setattr(pch, "PCH_KEPT", 1)
     keep = tmp_path / "pch_keep"
     recent, old = tmp_path / "pch_recent", tmp_path / "pch_old"
     for folder in (keep, recent, old):
@@ -106,5 +107,5 @@ def test_recently_used_precompiled_headers_are_never_pruned(tmp_path: Path, monk
         (folder / "shards.h.gch").write_text("x")
     week_ago = time.time() - 7 * 24 * 3600
     os.utime(old, (week_ago, week_ago))
-    cpp_batch._prune_precompiled_headers(keep)
+    pch._prune_precompiled_headers(keep)
     assert keep.exists() and recent.exists() and not old.exists()

@@ -88,3 +88,38 @@ def test_an_operator_selection_times_only_its_operator_once_per_command(tmp_path
     assert list(results) == [RELU_OPERATOR] and all(v > 0 for v in results[RELU_OPERATOR])
     # Round 2 took round 1's timing: one timing was kept for this asv command.
     assert len(set(reuse_folder.glob("*.json")) - before) == 1
+
+
+CPP_DEFINITIONS = """
+from benchkit.define.api import Language, TimerArgs
+
+BENCHMARKS = {
+    "e2e": {
+        "AddCpp": TimerArgs("auto y = x + x;", setup="auto x = torch::ones({8, 4});", language=Language.CPP),
+        "MulCpp": TimerArgs("auto y = x * 2;", setup="auto x = torch::ones({8, 4});", language=Language.CPP),
+    }
+}
+"""
+
+
+def _cpp_libraries() -> list[Path]:
+    return sorted((Path(os.environ["BENCHKIT_CACHE_DIR"]) / "cpp").glob("benchkit_cpp_*/*.so"))
+
+
+def test_wall_time_and_counts_of_a_cpp_case_share_one_compile(tmp_path: Path) -> None:
+    """Both metrics of the selected C++ case, two interleaved rounds: one library is
+    compiled for the torch build, and the counting batch compiles nothing itself."""
+    project = make_project(tmp_path / "project", tmp_path / "env")
+    (project.root / "e2e_definitions.py").write_text(CPP_DEFINITIONS)
+    project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
+    before = set(_cpp_libraries())
+
+    project.asv("run", "ALL", *ROUNDS, "--machine", MACHINE, "-b", "e2e_AddCpp")
+    results = _results(project)
+    add = "instruction_counts.e2e_AddCpp_CPP_EXPLICIT_EXPLICIT_t1"
+    assert results[f"{add}.track_instructions"][0] > 0
+    assert results[f"{add}.time_wall"][0] > 0
+    assert not any("MulCpp" in name for name in results)
+    assert len(set(_cpp_libraries()) - before) == 1, "one C++ library for both metrics"
+    metadata = _profile_metadata(project)
+    assert (metadata["selected_cases"], metadata["reused_cases"]) == (1, 1)

@@ -122,7 +122,7 @@ def test_unscriptable_model_is_skipped_with_reason() -> None:
 
 
 def test_precompiled_header_only_when_cores_have_several_shards_each() -> None:
-    from benchkit.measure.cpp.shards import worth_precompiling
+    from benchkit.measure.cpp.pch import worth_precompiling
 
     assert not worth_precompiling(missing=2, jobs=2)  # one shard per core: parse in parallel
     assert not worth_precompiling(missing=4, jobs=2)
@@ -132,6 +132,7 @@ def test_precompiled_header_only_when_cores_have_several_shards_each() -> None:
 
 def test_shards_compile_with_a_precompiled_header() -> None:
     """With torch's headers precompiled, every shard compiles with them."""
+    from benchkit.measure.cpp import pch
     from benchkit.measure.cpp import shards as cpp_batch
 
     cases = [
@@ -141,14 +142,14 @@ def test_shards_compile_with_a_precompiled_header() -> None:
     ]  # fmt: skip
     suite = CppSuite(cases)
     assert len(suite.shards) == 2  # different global setups: different translation units
-    cpp_batch.build_precompiled_header()
+    pch.build_precompiled_header()
     assert cpp_batch.build_all(suite.shards) == {}
-    header = cpp_batch._pch_header(cpp_batch._extra_cflags())
+    header = pch.pch_header(pch.extra_cflags())
     assert header is not None and header.with_suffix(".h.gch").stat().st_size > 1_000_000
     for shard in suite.shards:
         ninja = (cpp_batch._build_dir(shard) / "build.ninja").read_text()
         assert f"-include {header}" in ninja
-    flags = cpp_batch._cpp_extension_cflags([])
+    flags = pch._cpp_extension_cflags([])
     assert "-DTORCH_API_INCLUDE_EXTENSION_H" in flags
     assert not any(f.startswith("-DTORCH_EXTENSION_NAME=") for f in flags)
     for args in cases:

@@ -64,7 +64,8 @@ layer take ~10 s per execution; its counts then describe MKL's SSE kernels.
 Modules: `policy` (executions and repeats), `child` and `control` (what runs
 under valgrind: standard library and torch only), `template` (one valgrind
 process as the supervisor sees it), `supervisor` and `batch` (scheduling a batch,
-reading its results), `dumps` (Callgrind's files), `cpp_counting` (C++ counting
-shards), `count_cache` and `durations` (what earlier batches left), `profiles`
-(function-level profiles on disk), `metric` (asv's ``track_instructions``).
+reading its results), `dumps` (Callgrind's files), `count_cache` and `durations`
+(what earlier batches left), `profiles` (function-level profiles on disk), `metric`
+(asv's ``track_instructions``). C++ cases run counting functions compiled into the
+shards of `benchkit.measure.cpp.shards`, beside their timing functions.
 """

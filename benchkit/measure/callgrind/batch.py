@@ -24,6 +24,7 @@ from benchkit.util import cache_dir
 
 if TYPE_CHECKING:
     from benchkit.define.expand import Case
+    from benchkit.measure.cpp.shards import CppSuite
 
 
 @dataclasses.dataclass
@@ -33,6 +34,7 @@ class Batch:
     names: list[str]  # file name of each case (its fingerprint)
     case_timeout: float
     progress: Callable[[str], None]
+    cpp_suite: CppSuite  # where the C++ cases' counting functions are compiled
     specs: dict[int, dict[str, Any] | None] = dataclasses.field(default_factory=dict)  # None: not run
     preset: dict[int, CaseCount] = dataclasses.field(default_factory=dict)  # skipped, compile failed
     results: dict[int, CaseCount] = dataclasses.field(default_factory=dict)

@@ -37,10 +37,11 @@ def recount_requested() -> bool:
 
 @functools.cache
 def counting_code_key() -> str:
-    """Every file of the Callgrind stage and the statement loop: a change to any of
-    them may move counts, so counts from older code are not reused."""
+    """Every file of the Callgrind stage, the statement loop and the C++ shards (which
+    hold the counting functions): a change to any of them may move counts, so counts
+    from older code are not reused."""
     here = Path(__file__).resolve().parent
-    sources = [*sorted(here.glob("*.py")), here.parent / "stmt_loop.py"]
+    sources = [*sorted(here.glob("*.py")), here.parent / "stmt_loop.py", here.parent / "cpp" / "shards.py"]
     return content_key(*(f"{path.name}\n{path.read_text()}" for path in sources))
 
 

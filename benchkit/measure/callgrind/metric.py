@@ -31,16 +31,20 @@ class InstructionCountMetric:
     beside asv's results (`benchkit.measure.callgrind.profiles`). ``module`` is the suite module's
     name as asv sees it (for matching ``-b``). Each benchmark only looks its case
     up. Without valgrind the batch reports why and every instruction benchmark
-    is skipped; wall-time benchmarks are unaffected.
+    is skipped; wall-time benchmarks are unaffected. ``cpp_suite`` (a
+    `benchkit.measure.cpp.shards.CppSuite`, the one the wall-time metric uses) shares
+    C++ compiles between the two metrics.
     """
 
     method_name = "track_instructions"
 
-    def __init__(self, cases: Sequence[Case], module: str = "instruction_counts") -> None:
+    def __init__(
+        self, cases: Sequence[Case], module: str = "instruction_counts", cpp_suite: Any = None
+    ) -> None:
         suite = tuple(cases)
 
         def count_instructions() -> dict[str, Any]:
-            return _asv_batch(suite, module)
+            return _asv_batch(suite, module, cpp_suite)
 
         count_instructions.timeout = suite_timeout(len(suite))  # type: ignore[attr-defined]
         self._setup_cache = count_instructions
@@ -68,7 +72,7 @@ class InstructionCountMetric:
         return track_instructions
 
 
-def _asv_batch(cases: Sequence[Case], module: str) -> dict[str, Any]:
+def _asv_batch(cases: Sequence[Case], module: str, cpp_suite: Any = None) -> dict[str, Any]:
     from benchkit.define.expand import asv_class_name
     from benchkit.measure import selection as asv_selection
     from benchkit.measure.callgrind import count_cache
@@ -92,7 +96,9 @@ def _asv_batch(cases: Sequence[Case], module: str) -> dict[str, Any]:
         metadata_path = store / "metadata.json"
         new: dict[str, CaseCount] = {}
         if missing:
-            result = collect(missing, progress=lambda message: print(message, flush=True))
+            result = collect(
+                missing, progress=lambda message: print(message, flush=True), cpp_suite=cpp_suite
+            )
             new = result.counts
             count_cache.save(store, missing, new)
             atomic_write_json(metadata_path, result.metadata)

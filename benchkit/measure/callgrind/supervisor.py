@@ -29,7 +29,6 @@ from benchkit.measure.callgrind.child import (
     uses_compile,
 )
 from benchkit.measure.callgrind.control import build_control_library, priming_copy
-from benchkit.measure.callgrind.cpp_counting import count_function_name, count_shards, library_for
 from benchkit.measure.callgrind.dumps import LAYOUT_NOISE, TYPE_CACHE_MISS
 from benchkit.measure.callgrind.durations import load_durations, save_durations
 from benchkit.measure.callgrind.policy import (
@@ -54,7 +53,7 @@ from benchkit.util import atomic_write_bytes, cache_dir, torch_build_id
 
 if TYPE_CHECKING:
     from benchkit.define.expand import Case
-    from benchkit.measure.cpp.shards import Shard
+    from benchkit.measure.cpp.shards import CppSuite
 
 
 # Written into a case's torch.compile cache once its uncounted first run is done.
@@ -203,29 +202,31 @@ def _drive(
 
 def _prepare_cases(batch: Batch, queue_cases: Callable[[list[int]], None]) -> None:
     """Write the per-case spec files and hand the cases to `queue_cases`: all at once
-    when every C++ shard is built; else the Python cases first, so the workers count
-    them while the C++ shards compile, then the C++ cases."""
+    when every C++ shard is built (e.g. by the wall-time stage, which shares them);
+    else the Python cases first, so the workers count them while the C++ shards
+    compile, then the C++ cases."""
     from benchkit.define.api import Language
     from benchkit.measure.cpp.shards import build_all, is_built
 
     (batch.root / "cases").mkdir(parents=True, exist_ok=True)
-    shards = count_shards(batch.cases)
+    cpp = [case.timer_args for case in batch.cases if case.timer_args.language is Language.CPP]
+    shards = batch.cpp_suite.shards_holding(cpp)
     is_cpp = [case.timer_args.language is Language.CPP for case in batch.cases]
     to_compile = [i for i, cpp in enumerate(is_cpp) if cpp] if not all(map(is_built, shards)) else []
     first = sorted(set(range(len(batch.cases))) - set(to_compile))
     for index in first:
-        _write_spec(batch, index, shards, {})
+        _write_spec(batch, index, {})
     queue_cases(first)
     if to_compile:
         began = time.monotonic()
         compile_errors = build_all(shards, progress=batch.progress)
         batch.cpp_compile_seconds = time.monotonic() - began
         for index in to_compile:
-            _write_spec(batch, index, shards, compile_errors)
+            _write_spec(batch, index, compile_errors)
         queue_cases(to_compile)
 
 
-def _write_spec(batch: Batch, index: int, shards: Sequence[Shard], compile_errors: Mapping[str, str]) -> None:
+def _write_spec(batch: Batch, index: int, compile_errors: Mapping[str, str]) -> None:
     """One case's spec file (its TorchScript artifact built first), or its preset outcome
     (skipped, or failed to compile) and a None spec."""
     from benchkit.define.api import Language
@@ -250,12 +251,12 @@ def _write_spec(batch: Batch, index: int, shards: Sequence[Shard], compile_error
     }
     if args.language is Language.CPP:
         snippet = Snippet.of(args)
-        found = library_for(snippet, shards)
+        found = batch.cpp_suite.built_library(args)
         if found is None:
             error = compile_errors.get(snippet.key, "C++ shard was not built")
             preset[index] = CaseCount(case.key, "failed", error=error)
             return
-        spec.update(module=found[0], library=str(found[1]), function=count_function_name(snippet))
+        spec.update(module=found[0], library=str(found[1]), function=snippet.count_function_name)
     else:
         spec.update(stmt=args.stmt, setup=args.setup)
     specs[index] = spec
@@ -286,8 +287,12 @@ def collect(
     case_timeout: float = DEFAULT_CASE_TIMEOUT,
     progress: Callable[[str], None] | None = None,
     keep_files: bool = False,
+    cpp_suite: CppSuite | None = None,
 ) -> BatchResult:
     """Count every case; failures come back as `CaseCount(status="failed")`, never raised.
+
+    C++ cases run the counting functions of `cpp_suite`'s shards (by default a layout
+    of these cases alone); pass the suite the wall-time stage uses to share its compiles.
 
     Raises `ValgrindUnavailable` when nothing can be counted here at all.
     """
@@ -307,8 +312,18 @@ def collect(
     cases = list(cases)
     root, lock = _claim_batch_dir(cache_dir("callgrind", "runs"))
     try:
+        if cpp_suite is None:
+            from benchkit.measure.cpp.shards import CppSuite
+
+            cpp_suite = CppSuite([c.timer_args for c in cases])
         batch = Batch(
-            root, cases, [c.fingerprint for c in cases], case_timeout, progress, keep_files=keep_files
+            root,
+            cases,
+            [c.fingerprint for c in cases],
+            case_timeout,
+            progress,
+            cpp_suite,
+            keep_files=keep_files,
         )
         aslr = aslr_prefix()
         jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases) or 1))

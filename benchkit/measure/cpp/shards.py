@@ -22,7 +22,6 @@ import importlib.machinery
 import importlib.util
 import math
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -35,11 +34,18 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any
 
 from benchkit.define.api import Language, TimerArgs
 from benchkit.errors import UserError
-from benchkit.util import atomic_path, atomic_write_text, cache_dir, content_key, file_lock, torch_build_id
+from benchkit.measure.cpp.pch import (
+    PchFailed,
+    build_precompiled_header,
+    extra_cflags,
+    pch_header,
+    worth_precompiling,
+)
+from benchkit.util import cache_dir, content_key, file_lock, torch_build_id
 
 # Each translation unit pays ~20 CPU-s (~45 without a precompiled header) for
 # torch's headers however few functions it holds, and ~0.1 s per snippet on top:
@@ -47,8 +53,12 @@ from benchkit.util import atomic_path, atomic_write_text, cache_dir, content_key
 # global setup), one per core here.
 SNIPPETS_PER_SHARD = 128
 
-# Per-snippet body of the timing TU. The loop reports its own duration, so setup
-# and the Python call into the extension are never part of a measurement.
+# Per case, a shard holds two functions: one that times the statement and one that
+# counts its instructions under Callgrind. One compile serves both metrics (a cold
+# shard costs ~20-45 CPU-s of torch's headers; the functions themselves ~0.1 s each).
+
+# Timing: the loop reports its own duration, so setup and the Python call into the
+# extension are never part of a measurement.
 _TIMEIT_FUNCTION = """
 double {name}(int64_t n) {{
   pybind11::gil_scoped_release no_gil;
@@ -66,12 +76,52 @@ double {name}(int64_t n) {{
 }}
 """
 
-_TIMEIT_PRELUDE = """\
+# Counting (`benchkit.measure.callgrind`): Python passes `after_probe`, which reads
+# the probe's dump and returns the executions per repeat. Outside valgrind the
+# client requests are a few no-op instructions.
+_COUNT_FUNCTION = """
+void {name}(int64_t warmup, int64_t repeats, int64_t single_execution_repeats,
+            const std::function<int64_t()>& after_probe) {{
+  // As in C++ programs (autograd refuses to run under the GIL); pybind11 takes
+  // the GIL back to call `after_probe`.
+  pybind11::gil_scoped_release no_gil;
+  torch::set_num_threads({threads});
+{setup}
+  // One copy of the statement (compile time), called from every loop.
+  auto benchkit_stmt = [&]() {{
+{stmt}
+  }};
+  for (int64_t benchkit_i = 0; benchkit_i < warmup; benchkit_i++) benchkit_stmt();
+  CALLGRIND_START_INSTRUMENTATION;
+  CALLGRIND_ZERO_STATS;
+  benchkit_stmt();
+  CALLGRIND_DUMP_STATS_AT("probe");
+  const int64_t number = after_probe();
+  const int64_t rounds = number > 1 ? repeats : single_execution_repeats;  // as repeats_for()
+  for (int64_t benchkit_r = 0; benchkit_r < rounds; benchkit_r++) {{
+    CALLGRIND_ZERO_STATS;
+    for (int64_t benchkit_i = 0; benchkit_i < number; benchkit_i++) benchkit_stmt();
+    CALLGRIND_DUMP_STATS_AT("repeat");
+  }}
+}}
+"""
+
+_PRELUDE = """\
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <torch/extension.h>
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
+#include "{callgrind_h}"
 """
+
+
+def callgrind_header() -> Path:
+    """Callgrind's client-request header, as shipped with torch (torch.utils.benchmark uses it)."""
+    import torch.utils.benchmark.utils.valgrind_wrapper as wrapper
+
+    return Path(wrapper.__file__).resolve().parent / "callgrind.h"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,51 +145,48 @@ class Snippet:
 
     @property
     def function_name(self) -> str:
+        """The timing function."""
         return f"timeit_{self.key}"
+
+    @property
+    def count_function_name(self) -> str:
+        """The counting function (run under Callgrind)."""
+        return f"count_{self.key}"
 
 
 @dataclasses.dataclass(frozen=True)
 class Shard:
-    """One translation unit of C++ cases: a function per case, exported to Python.
-
-    Timing shards hold ``timeit_*`` functions; the Callgrind stage subclasses this
-    with counting functions (`benchkit.measure.callgrind.cpp_counting`), same layout."""
+    """One translation unit of C++ cases: per case a timing and a counting function,
+    exported to Python."""
 
     global_setup: str
     snippets: tuple[Snippet, ...]
 
-    FUNCTION: ClassVar[str] = _TIMEIT_FUNCTION
-    PREFIX: ClassVar[str] = "benchkit_timeit"
-
-    def prelude(self) -> str:
-        return _TIMEIT_PRELUDE
-
-    def function_name(self, snippet: Snippet) -> str:
-        return snippet.function_name
-
     @property
     def source(self) -> str:
-        bodies = [
-            self.FUNCTION.format(
-                name=self.function_name(s),
-                threads=s.num_threads,
-                setup=textwrap.indent(s.setup, "  "),
-                stmt=textwrap.indent(s.stmt, "    "),
-            )
-            for s in self.snippets
-        ]
-        exports = "\n".join(
-            f'  m.def("{self.function_name(s)}", &{self.function_name(s)});' for s in self.snippets
-        )
+        bodies, exports = [], []
+        for s in self.snippets:
+            parts = {
+                "threads": s.num_threads,
+                "setup": textwrap.indent(s.setup, "  "),
+                "stmt": textwrap.indent(s.stmt, "    "),
+            }
+            for template, name in (
+                (_TIMEIT_FUNCTION, s.function_name),
+                (_COUNT_FUNCTION, s.count_function_name),
+            ):
+                bodies.append(template.format(name=name, **parts))
+                exports.append(f'  m.def("{name}", &{name});')
+        exported = "\n".join(exports)
         return (
-            f"{self.prelude()}\n// global setup\n{self.global_setup}\n"
+            f"{_PRELUDE.format(callgrind_h=callgrind_header())}\n// global setup\n{self.global_setup}\n"
             + "\n".join(bodies)
-            + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exports}\n}}\n"
+            + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exported}\n}}\n"
         )
 
     @property
     def name(self) -> str:
-        return f"{self.PREFIX}_{content_key(self.source, torch_build_id())}"
+        return f"benchkit_cpp_{content_key(self.source, torch_build_id())}"
 
 
 class CompileError(RuntimeError):
@@ -171,148 +218,6 @@ def _library_path(shard: Shard) -> Path:
 
 def is_built(shard: Shard) -> bool:
     return _library_path(shard).exists()
-
-
-def _extra_cflags() -> list[str]:
-    from torch.utils.benchmark.utils import cpp_jit
-
-    # torch.utils.benchmark's flags for C++ timers, without debug info (smaller, faster builds).
-    return [f for f in (cpp_jit.CXX_FLAGS or []) if f != "-g"]
-
-
-# Headers every shard (timing or counting) includes: parsed once per torch build
-# into a precompiled header instead of once per shard.
-_PCH_HEADER = """\
-#include <chrono>
-#include <cstdint>
-#include <functional>
-#include <torch/extension.h>
-#include <pybind11/functional.h>
-#include <pybind11/pybind11.h>
-"""
-
-
-def _cpp_extension_cflags(extra_cflags: list[str]) -> list[str]:
-    """The flags `cpp_extension.load` compiles a shard with (its module name left out).
-
-    Read from the build file it writes, with its build step skipped: any torch
-    version then gets exactly its own flags (include paths, -std, ABI macros).
-    """
-    from torch.utils import cpp_extension
-
-    with tempfile.TemporaryDirectory(prefix="benchkit-flags-") as scratch:
-        source = Path(scratch) / "probe.cpp"
-        source.write_text("")
-        run_ninja_build = cpp_extension._run_ninja_build
-        cpp_extension._run_ninja_build = lambda *args, **kwargs: None
-        try:
-            cpp_extension.load(
-                name="benchkit_flags_probe", sources=[str(source)], build_directory=scratch,
-                extra_cflags=extra_cflags,
-            )  # fmt: skip
-        except ImportError:
-            pass  # nothing was built to import: expected
-        finally:
-            cpp_extension._run_ninja_build = run_ninja_build
-        ninja = (Path(scratch) / "build.ninja").read_text()
-    line = next(x for x in ninja.splitlines() if x.startswith("cflags = "))
-    flags = shlex.split(line.removeprefix("cflags = "))
-    return [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
-
-
-def _pch_header(extra_cflags: list[str]) -> Path | None:
-    """The precompiled-header file to force-include (``<dir>/shards.h``, beside ``shards.h.gch``).
-
-    None when there is none for this torch build and these flags. gcc ignores a
-    .gch that does not match a compile's flags and parses the header instead, so
-    a stale or foreign one can cost time but never change what is compiled.
-    """
-    header = _pch_dir(extra_cflags) / "shards.h"
-    if not header.with_suffix(".h.gch").exists():
-        return None
-    with contextlib.suppress(OSError):  # "in use": pruning leaves recently used headers alone
-        os.utime(header.parent)
-    return header
-
-
-def _pch_dir(extra_cflags: list[str]) -> Path:
-    """Where this torch build's precompiled header lives (not created: most builds only look)."""
-    return cache_dir("cpp") / f"pch_{content_key(torch_build_id(), _PCH_HEADER, *extra_cflags)}"
-
-
-def build_precompiled_header(progress: Callable[[str], None] | None = None) -> Path | None:
-    """Precompile the shards' common headers once for this torch build; None if that fails.
-
-    Parsing torch's headers is about half of a shard's compile; the other half,
-    instantiating and emitting the headers' inline code, every shard pays anyway.
-    """
-
-    extra = _extra_cflags()
-    existing = _pch_header(extra)
-    if existing is not None or os.environ.get("BENCHKIT_NO_PCH") == "1":
-        return existing
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if compiler is None or "clang" in Path(compiler).name:  # clang's PCH works differently
-        return None
-    start = time.monotonic()
-    try:
-        flags = _cpp_extension_cflags(extra)
-    except Exception as e:  # an unfamiliar torch version: compile without a PCH
-        if progress:
-            progress(f"no precompiled header ({type(e).__name__}: {e}); shards parse torch's headers")
-        return None
-    directory = _pch_dir(extra)
-    directory.mkdir(parents=True, exist_ok=True)
-    header = directory / "shards.h"
-    atomic_write_text(header, _PCH_HEADER)
-    with atomic_path(header.with_suffix(".h.gch")) as tmp:
-        done = subprocess.run(
-            [compiler, "-x", "c++-header", *flags, str(header), "-o", str(tmp)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode:
-            if progress:
-                progress(f"no precompiled header (compiler said: {done.stderr.strip()[-500:]})")
-            raise _PchFailed
-    if progress:
-        progress(f"precompiled torch's headers in {time.monotonic() - start:.0f}s")
-    _prune_precompiled_headers(keep=directory)
-    return header
-
-
-# A precompiled header of torch's headers takes ~0.8 GB: keep those of the last
-# few torch builds, not one per commit of a long history.
-PCH_KEPT = 2
-
-
-# A header used this recently may be in use by a compile of another process (another
-# asv environment, a parallel `benchkit run`): it is never deleted.
-PCH_IN_USE_SECONDS = 24 * 3600
-
-
-def _prune_precompiled_headers(keep: Path) -> None:
-    others = [d for d in keep.parent.glob("pch_*") if d != keep]
-    others.sort(key=lambda d: d.stat().st_mtime, reverse=True)
-    now = time.time()
-    for stale in others[PCH_KEPT - 1 :]:
-        if now - stale.stat().st_mtime > PCH_IN_USE_SECONDS:
-            shutil.rmtree(stale, ignore_errors=True)
-
-
-class _PchFailed(Exception):
-    pass
-
-
-def worth_precompiling(missing: int, jobs: int) -> bool:
-    """Whether building a precompiled header first makes `missing` shard compiles finish sooner.
-
-    Measured here (torch 2.13, gcc 12): a shard takes ~46 s without the header and
-    ~22 s with it, and building the header takes ~62 s on one core. On `jobs` cores
-    that pays off only when each core has more than two shards to compile; an
-    existing header is used whatever the count.
-    """
-    return missing > 2 * jobs
 
 
 DEFAULT_COMPILE_TIMEOUT = 1800.0  # seconds; a cold shard takes ~46 s on one idle core
@@ -353,8 +258,8 @@ def build(shard: Shard, verbose: bool = False) -> Path:
     with file_lock(build_dir / "build.flock"):
         if library.exists():  # another process built it while we waited
             return library
-        extra = _extra_cflags()
-        pch = _pch_header(extra)
+        extra = extra_cflags()
+        pch = pch_header(extra)
         flags = [*extra, *(["-include", str(pch)] if pch else [])]
         with tempfile.TemporaryDirectory(prefix="build-", dir=build_dir) as scratch:
             source_path = Path(scratch) / "batch.cpp"
@@ -425,7 +330,7 @@ def build_all(
             )
 
     if worth_precompiling(len(missing), jobs):
-        with contextlib.suppress(_PchFailed):
+        with contextlib.suppress(PchFailed):
             build_precompiled_header(progress)
     if progress:
         progress(f"compiling {len(missing)} C++ shard(s) with {jobs} job(s)...")
@@ -454,12 +359,20 @@ def load(shard: Shard) -> ModuleType:
 
 
 class CppSuite:
-    """The C++ cases of a suite: their shard layout, compilation and lookup."""
+    """The C++ cases of a suite: their shard layout, compilation and lookup.
+
+    Wall time and instruction counts of one suite share this layout, so a shard
+    compiled for one metric serves the other."""
 
     def __init__(self, cases: Sequence[TimerArgs]) -> None:
         snippets = [Snippet.of(a) for a in cases if a.language is Language.CPP]
         self.shards = layout(snippets)
         self._shard_of = {s.key: shard for shard in self.shards for s in shard.snippets}
+
+    def shards_holding(self, cases: Sequence[TimerArgs]) -> list[Shard]:
+        """The shards of the layout that hold any of these cases (what to compile for them)."""
+        keys = {Snippet.of(a).key for a in cases if a.language is Language.CPP}
+        return [shard for shard in self.shards if any(s.key in keys for s in shard.snippets)]
 
     def shard_for(self, args: TimerArgs) -> Shard:
         snippet = Snippet.of(args)
@@ -467,6 +380,11 @@ class CppSuite:
         shard = self._shard_of.get(snippet.key, alone)  # a case outside the suite: alone
         # A shard that failed to compile was rebuilt case by case (see build_all).
         return alone if not is_built(shard) and is_built(alone) else shard
+
+    def built_library(self, args: TimerArgs) -> tuple[str, Path] | None:
+        """(module name, library) holding the case's functions, or None when not built."""
+        shard = self.shard_for(args)
+        return (shard.name, _library_path(shard)) if is_built(shard) else None
 
     def timeit_function(self, args: TimerArgs) -> Callable[[int], float]:
         module: Any = load(self.shard_for(args))
