@@ -54,6 +54,17 @@ def test_matching_follows_asv_including_parameters() -> None:
     assert named == "op.Relu.track_x('T([4], f32)')"
 
 
+def test_cpp_layout_is_the_same_whichever_metric_is_selected() -> None:
+    key_of_class = {"ic.AddCpp_h1": "k-add", "ic.MulCpp_h2": "k-mul", "ic.AddCppTwin_h3": "k-add"}
+    layout = asv_selection.cpp_layout_keys
+    assert layout(key_of_class, None) is None  # whole suite
+    assert layout(key_of_class, ["AddCpp_h1.time_wall"]) == ["k-add"]
+    assert layout(key_of_class, ["AddCpp_h1.track_instructions"]) == ["k-add"]
+    assert layout(key_of_class, ["AddCppTwin"]) == ["k-add"]  # a twin class shares its snippet
+    assert layout(key_of_class, ["Cpp"]) == ["k-add", "k-mul"]
+    assert layout(key_of_class, ["ReLU"]) == []
+
+
 def test_operators_are_selected_by_any_method_and_input() -> None:
     inputs = {"aten.relu.default": ["a", "b"], "aten.mm.default": ["c"]}
     classes = {name: name.replace(".", "_") for name in inputs}

@@ -12,7 +12,9 @@ import pytest
 from test_asv_e2e import MACHINE, AsvProject, make_project
 from test_build_torch import LOCAL_WHEEL
 
+from benchkit.define.api import Language, TimerArgs
 from benchkit.measure.callgrind.profiles import load_profile
+from benchkit.measure.cpp.shards import Snippet
 
 pytestmark = pytest.mark.slow
 ROUNDS = ["--interleave-rounds", "-a", "rounds=2", "-a", "repeat=(2,3,1.0)", "--record-samples"]
@@ -108,7 +110,7 @@ def _cpp_libraries() -> list[Path]:
 
 def test_wall_time_and_counts_of_a_cpp_case_share_one_compile(tmp_path: Path) -> None:
     """Both metrics of the selected C++ case, two interleaved rounds: one library is
-    compiled for the torch build, and the counting batch compiles nothing itself."""
+    compiled for the torch build, holding the selected case alone (not its suite-mates)."""
     project = make_project(tmp_path / "project", tmp_path / "env")
     (project.root / "e2e_definitions.py").write_text(CPP_DEFINITIONS)
     project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
@@ -120,6 +122,14 @@ def test_wall_time_and_counts_of_a_cpp_case_share_one_compile(tmp_path: Path) ->
     assert results[f"{add}.track_instructions"][0] > 0
     assert results[f"{add}.time_wall"][0] > 0
     assert not any("MulCpp" in name for name in results)
-    assert len(set(_cpp_libraries()) - before) == 1, "one C++ library for both metrics"
+    [library] = set(_cpp_libraries()) - before  # one C++ library for both metrics
+    exported = library.read_bytes()
+    setup = "auto x = torch::ones({8, 4});"
+    add_key, mul_key = (
+        Snippet.of(TimerArgs(f"auto y = {op};", setup=setup, language=Language.CPP)).key
+        for op in ("x + x", "x * 2")
+    )
+    assert f"timeit_{add_key}".encode() in exported and f"count_{add_key}".encode() in exported
+    assert f"timeit_{mul_key}".encode() not in exported, "an unselected case was compiled"
     metadata = _profile_metadata(project)
     assert (metadata["selected_cases"], metadata["reused_cases"]) == (1, 1)

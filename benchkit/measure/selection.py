@@ -23,7 +23,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +125,23 @@ def current_invocation() -> AsvInvocation | None:
 def benchmark_name(name: str, params: Sequence[object] = ()) -> str:
     """The name asv matches ``-b`` against: ``name`` or ``name(repr(p0), repr(p1))``."""
     return f"{name}({', '.join(repr(p) for p in params)})" if params else name
+
+
+# The methods of a case's class that run its C++ code (wall time and instruction counts).
+CPP_METHODS = ("time_wall", "track_instructions")
+
+
+def cpp_layout_keys(key_of_class: Mapping[str, str], regexes: Sequence[str] | None) -> list[str] | None:
+    """The C++ snippets to lay out into shards for this asv command, or None for the whole suite.
+
+    ``key_of_class`` maps each C++ case's asv class (``module.Class``) to its snippet key. A
+    case counts when asv runs *either* of its C++ benchmarks (`CPP_METHODS`): both metrics'
+    ``setup_cache`` then derive the same layout, so they compile the same shards once.
+    """
+    if regexes is None:
+        return None
+    names = {f"{cls}.{method}": key for cls, key in key_of_class.items() for method in CPP_METHODS}
+    return sorted({names[name] for name in selected(names, regexes)})
 
 
 def selected(names: Iterable[str], regexes: Sequence[str] | None) -> set[str]:

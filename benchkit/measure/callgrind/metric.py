@@ -84,6 +84,14 @@ def _asv_batch(cases: Sequence[Case], module: str, cpp_suite: Any = None) -> dic
     names = {f"{module}.{asv_class_name(c)}.{InstructionCountMetric.method_name}": c for c in cases}
     chosen = asv_selection.selected(names, regexes)
     wanted = [case for name, case in names.items() if name in chosen]
+    # The wall-time stage's layout for this command: it may have compiled these shards already.
+    from benchkit.define.api import Language
+    from benchkit.measure.cpp.shards import CppSuite, Snippet
+
+    cpp = [c for c in cases if c.timer_args.language is Language.CPP]
+    key_of_class = {f"{module}.{asv_class_name(c)}": Snippet.of(c.timer_args).key for c in cpp}
+    suite = cpp_suite or CppSuite([c.timer_args for c in cpp])
+    layout_suite = suite.for_keys(asv_selection.cpp_layout_keys(key_of_class, regexes))
     try:
         store = count_cache.store_dir(valgrind_version())
         stored = count_cache.load(store, wanted)
@@ -97,7 +105,7 @@ def _asv_batch(cases: Sequence[Case], module: str, cpp_suite: Any = None) -> dic
         new: dict[str, CaseCount] = {}
         if missing:
             result = collect(
-                missing, progress=lambda message: print(message, flush=True), cpp_suite=cpp_suite
+                missing, progress=lambda message: print(message, flush=True), cpp_suite=layout_suite
             )
             new = result.counts
             count_cache.save(store, missing, new)

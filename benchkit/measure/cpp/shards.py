@@ -364,10 +364,25 @@ class CppSuite:
     Wall time and instruction counts of one suite share this layout, so a shard
     compiled for one metric serves the other."""
 
-    def __init__(self, cases: Sequence[TimerArgs]) -> None:
-        snippets = [Snippet.of(a) for a in cases if a.language is Language.CPP]
-        self.shards = layout(snippets)
+    def __init__(self, cases: Sequence[TimerArgs] = (), snippets: Sequence[Snippet] = ()) -> None:
+        found = [*snippets, *(Snippet.of(a) for a in cases if a.language is Language.CPP)]
+        self.snippets = {s.key: s for s in found}
+        self.shards = layout(list(self.snippets.values()))
         self._shard_of = {s.key: shard for shard in self.shards for s in shard.snippets}
+        self._subsets: dict[tuple[str, ...], CppSuite] = {}
+
+    def for_keys(self, keys: Sequence[str] | None) -> CppSuite:
+        """The layout of only these snippets (an asv ``-b`` selection; None: this whole suite).
+
+        A selection then compiles small shards of its own cases instead of the suite's
+        large ones; the layout is a pure function of the keys, so every process of the
+        command that knows them finds the same shards."""
+        if keys is None:
+            return self
+        key = tuple(sorted(keys))
+        if key not in self._subsets:
+            self._subsets[key] = CppSuite(snippets=[self.snippets[k] for k in key if k in self.snippets])
+        return self._subsets[key]
 
     def shards_holding(self, cases: Sequence[TimerArgs]) -> list[Shard]:
         """The shards of the layout that hold any of these cases (what to compile for them)."""

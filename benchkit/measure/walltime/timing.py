@@ -153,9 +153,11 @@ class WallTimeMetric:
     Preparation happens on the first call, inside the benchmark process: asv's
     number calibration and warm-up absorb it, and `MEASURED_CLOCK` does not
     advance during it. C++ cases share one ``setup_cache`` that compiles, in parallel
-    and before any C++ benchmark runs, the C++ shards holding the cases this asv
-    command selected (`benchkit.measure.selection`); built shards are kept by content,
-    so later rounds and commands find them built.
+    and before any C++ benchmark runs, the C++ shards of the whole suite or, for a
+    ``-b`` selection, shards laid out from the selected cases alone
+    (`benchkit.measure.selection.cpp_layout_keys`; the instruction counts use the same
+    layout and find them built); built shards are kept by content, so later rounds and
+    commands find them built.
     """
 
     method_name = "time_wall"
@@ -163,33 +165,34 @@ class WallTimeMetric:
     def __init__(self, cpp_suite: Any, module: str = "instruction_counts") -> None:
         self.cpp_suite = cpp_suite
         suite = cpp_suite
-        cpp_benchmarks: dict[str, str] = {}  # asv benchmark name -> snippet key, filled by make_method
-        self._cpp_benchmarks = cpp_benchmarks
+        key_of_class: dict[str, str] = {}  # C++ case's asv class -> snippet key, filled by make_method
+        self._key_of_class = key_of_class
         self._module = module
 
-        def compile_cpp_cases() -> dict[str, str]:
+        def compile_cpp_cases() -> dict[str, Any]:
             from benchkit.measure import selection as asv_selection
             from benchkit.measure.cpp.shards import build_all
 
             invocation = asv_selection.current_invocation()
-            chosen = asv_selection.selected(cpp_benchmarks, invocation.regexes if invocation else None)
-            keys = {cpp_benchmarks[name] for name in chosen}
-            shards = [shard for shard in suite.shards if any(s.key in keys for s in shard.snippets)]
-            print(f"C++: {len(chosen)} selected case(s) in {len(shards)} of {len(suite.shards)} shard(s)")
-            return build_all(shards, progress=lambda m: print(m, flush=True))
+            keys = asv_selection.cpp_layout_keys(key_of_class, invocation.regexes if invocation else None)
+            shards = suite.for_keys(keys).shards
+            chosen = "all" if keys is None else str(len(keys))
+            print(f"C++: {chosen} selected case(s) in {len(shards)} shard(s)")
+            errors = build_all(shards, progress=lambda m: print(m, flush=True))
+            return {"errors": errors, "layout": keys}
 
         compile_cpp_cases.timeout = 3600  # type: ignore[attr-defined]  # cold compile of all shards
         self._setup_cache = compile_cpp_cases
 
     def make_method(self, case: Any) -> Callable[..., Any]:
-        args, label, suite = case.timer_args, case.key, self.cpp_suite
+        args, label = case.timer_args, case.key
         state: dict[str, PreparedCase] = {}
 
-        def run_one_block() -> None:
+        def run_one_block(cpp_suite: Any = None) -> None:
             prepared = state.get("case")
             if prepared is None:
                 try:
-                    prepared = prepare(args, label, suite)
+                    prepared = prepare(args, label, cpp_suite)
                 except CaseSkipped as e:
                     from asv_runner.benchmarks.mark import SkipNotImplemented
 
@@ -202,16 +205,15 @@ class WallTimeMetric:
             from benchkit.define.expand import asv_class_name
             from benchkit.measure.cpp.shards import Snippet
 
-            benchmark = f"{self._module}.{asv_class_name(case)}.{self.method_name}"
-            self._cpp_benchmarks[benchmark] = Snippet.of(args).key
+            snippet_key = Snippet.of(args).key
+            self._key_of_class[f"{self._module}.{asv_class_name(case)}"] = snippet_key
+            suite = self.cpp_suite
 
-            def time_wall(self: Any, compile_errors: dict[str, str]) -> None:
-                from benchkit.measure.cpp.shards import Snippet
-
-                error = (compile_errors or {}).get(Snippet.of(args).key)
+            def time_wall(self: Any, compiled: dict[str, Any]) -> None:
+                error = compiled["errors"].get(snippet_key)
                 if error:
                     raise RuntimeError(error)
-                run_one_block()
+                run_one_block(suite.for_keys(compiled["layout"]))
 
             time_wall.setup_cache = self._setup_cache  # type: ignore[attr-defined]
             time_wall.timeout = 600  # type: ignore[attr-defined]
