@@ -14,6 +14,7 @@ from pathlib import Path
 from benchkit.errors import UserError
 from benchkit.history import build_step
 from benchkit.history.build_step import execute_plan, plan_build
+from benchkit.history.install import install_wheel
 from benchkit.history.wheels import remove_torch, verify_installed
 from benchkit.util import atomic_write_json
 
@@ -34,6 +35,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.add_argument("--build-dir", type=Path, required=True)
         p.add_argument("--cache-dir", type=Path, required=True)
         p.add_argument("--commit", required=True)
+    install = sub.add_parser("install", help="install this wheel (hard links to its unpacked copy)")
+    install.add_argument("--wheel", type=Path, required=True)
     verify = sub.add_parser("verify", help="check the installed torch is exactly this wheel")
     verify.add_argument("--wheel", type=Path, required=True)
     sub.add_parser("uninstall", help="remove torch from this environment completely")
@@ -51,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 atomic_write_json(
                     args.cache_dir / "benchkit-plan.json", {"kind": plan.kind, "commit": plan.commit}
                 )
+        elif args.action == "install":
+            install_wheel(args.wheel)
         elif args.action == "verify":
             checked = verify_installed(args.wheel)
             _log(f"installed torch matches {args.wheel.name} ({checked} Python files checked)")

@@ -309,7 +309,7 @@ def asv_build_settings(
             f"{step} build --build-dir {{build_dir}} --cache-dir {{build_cache_dir}} --commit {{commit}}"
         ],
         "install_command": [
-            "in-dir={env_dir} python -m pip install {wheel_file}",
+            f"{step} install --wheel {{wheel_file}}",
             f"{step} verify --wheel {{wheel_file}}",
         ],
         "uninstall_command": [f"{step} uninstall"],
