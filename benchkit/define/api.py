@@ -17,7 +17,10 @@ written for that suite work here unchanged:
   benchmark per line.
 
 This module is deliberately free of torch imports: loading definitions (and so
-discovering asv benchmarks) must stay cheap.
+discovering asv benchmarks) must stay cheap. It is one module, a little over the
+usual length, because it is the whole definition API that user files import from
+one place (as PyTorch's ``instruction_counts/core/api.py`` is); the expansion into
+cases lives in `benchkit.define.expand`.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ import zipfile
 from pathlib import Path
 
 from benchkit.errors import UserError
+from benchkit.history.wheels import dist_info_member, link_or_copy
 from benchkit.util import cache_dir, content_key
 
 # Unpacked trees kept (a torch build takes 0.7-1.5 GB): the builds of one run and a few more.
@@ -45,7 +46,7 @@ def _log(message: str) -> None:
 
 def wheel_requirements(wheel: zipfile.ZipFile) -> list[str]:
     """The wheel's ``Requires-Dist`` entries, markers included (pip evaluates them)."""
-    metadata_name = next((n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")), None)
+    metadata_name = dist_info_member(wheel, "METADATA")
     if metadata_name is None:
         raise UserError(f"{wheel.filename} has no .dist-info/METADATA")
     lines = wheel.read(metadata_name).decode().split("\n\n", 1)[0].splitlines()
@@ -54,7 +55,7 @@ def wheel_requirements(wheel: zipfile.ZipFile) -> list[str]:
 
 def tree_key(wheel: zipfile.ZipFile) -> str:
     """The wheel's content (its RECORD hashes every file) and this Python's version."""
-    record = next((n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")), None)
+    record = dist_info_member(wheel, "RECORD")
     if record is None:
         raise UserError(f"{wheel.filename} has no .dist-info/RECORD")
     return content_key(wheel.read(record).decode(), sys.version)
@@ -101,12 +102,8 @@ def link_tree(tree: Path, site: Path) -> int:
         (site / relative).mkdir(parents=True, exist_ok=True)
         for name in files:
             source, dest = Path(folder) / name, site / relative / name
-            with contextlib.suppress(FileNotFoundError):
-                dest.unlink()
-            try:
-                os.link(source, dest)
-            except OSError:  # another file system, or links not allowed
-                shutil.copy2(source, dest)
+            dest.unlink(missing_ok=True)
+            link_or_copy(source, dest)
             linked += 1
     return linked
 

@@ -190,8 +190,13 @@ def _site_packages() -> list[Path]:
     return sorted({Path(paths["purelib"]), Path(paths["platlib"])})
 
 
+def dist_info_member(wheel: zipfile.ZipFile, name: str) -> str | None:
+    """The archive path of ``<dist>.dist-info/<name>`` (e.g. ``RECORD``, ``METADATA``), if present."""
+    return next((n for n in wheel.namelist() if n.endswith(f".dist-info/{name}")), None)
+
+
 def _record_hashes(wheel: zipfile.ZipFile) -> dict[str, str]:
-    record_name = next((n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")), None)
+    record_name = dist_info_member(wheel, "RECORD")
     if record_name is None:
         return {}
     rows = csv.reader(io.StringIO(wheel.read(record_name).decode()))
@@ -258,7 +263,7 @@ def patch_wheel(source: Path, dest: Path, files: Mapping[str, bytes]) -> Path:
     without recompressing them), else rewrites the archive with zipfile.
     """
     with zipfile.ZipFile(source) as wheel:
-        record_name = next((n for n in wheel.namelist() if n.endswith(".dist-info/RECORD")), None)
+        record_name = dist_info_member(wheel, "RECORD")
         record_text = wheel.read(record_name).decode() if record_name else ""
     rows = [row for row in csv.reader(io.StringIO(record_text)) if row and row[0] not in files]
     for name, data in files.items():

@@ -188,10 +188,11 @@ class WallTimeMetric:
         args, label = case.timer_args, case.key
         state: dict[str, PreparedCase] = {}
 
-        def run_one_block(cpp_suite: Any = None) -> None:
+        def run_one_block(cpp_layout: list[str] | None = None) -> None:
             prepared = state.get("case")
             if prepared is None:
                 try:
+                    cpp_suite = self.cpp_suite.for_keys(cpp_layout) if args.language is Language.CPP else None
                     prepared = prepare(args, label, cpp_suite)
                 except CaseSkipped as e:
                     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -207,13 +208,12 @@ class WallTimeMetric:
 
             snippet_key = Snippet.of(args).key
             self._key_of_class[f"{self._module}.{asv_class_name(case)}"] = snippet_key
-            suite = self.cpp_suite
 
             def time_wall(self: Any, compiled: dict[str, Any]) -> None:
                 error = compiled["errors"].get(snippet_key)
                 if error:
                     raise RuntimeError(error)
-                run_one_block(suite.for_keys(compiled["layout"]))
+                run_one_block(compiled["layout"])
 
             time_wall.setup_cache = self._setup_cache  # type: ignore[attr-defined]
             time_wall.timeout = 600  # type: ignore[attr-defined]
