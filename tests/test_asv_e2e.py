@@ -293,6 +293,9 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # A test run started in the background of a shell inherits SIGINT ignored (POSIX),
+        # and so would the job: restore the default so the interruption below happens.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 600
     while not job.result_files() and time.monotonic() < deadline and first.poll() is None:
