@@ -15,19 +15,17 @@
    finds newly failing or vanished benchmarks or a regression, 2 when the gate
    cannot compare a whole metric; the site is published either way.
 
-Quick mode (the default) is *not* ``asv run --quick``: that takes a single
-sample with ``number=1``, which records first-call effects and gives asv's
-statistics nothing to work with, so such history could not gate anything. Quick
-mode keeps asv's calibration (each sample runs the statement often enough to
-fill asv's sample time) but takes 4-5 samples in each of two rounds
-(``-a rounds=2 -a repeat=(4,5,2.0)``): 8-10 samples per build, so asv's
-Mann-Whitney test can reach p < 0.002 (6 against 6 samples cannot: 2/924 at
-best). asv interleaves the rounds across
-commits (round 1 of every torch, then round 2 of every torch). Interleaving costs
-one more torch install per commit but spreads each commit's samples over two
-time windows, so a load change on a shared machine cannot masquerade as a
-difference between torch versions. ``--full`` uses the suite's own settings
-(asv's default: two interleaved rounds of up to 5 samples).
+Wall time: every ``time_wall`` runs in 12 asv rounds of 3 samples (the suite's own
+``rounds`` and ``repeat``; ``--rounds N`` changes the rounds), and asv interleaves the
+rounds across commits (round 12 of every torch build, then round 11 of every build, ...).
+Each round is a fresh process, so a build's wall time is 12 independent draws of what
+varies between processes (memory layout, the machine's load at that minute), and a slow
+drift of the machine reaches every build alike instead of landing between two of them.
+The gate compares two builds round by round (`benchkit.stats.trimmed_test`); with 12 a
+side it found a 5 % slowdown in every trial on this 2-core machine (docs/verdicts.md).
+This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
+Instruction counts and operator timings run in the last two rounds (asv's default); the
+last reuses what the one before measured.
 """
 
 from __future__ import annotations
@@ -43,9 +41,9 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history import repo as history
+from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
 from benchkit.util import atomic_write_json, content_key
 
-QUICK_ATTRIBUTES = ("rounds=2", "repeat=(4,5,2.0)")
 STEPS = 5
 
 
@@ -105,12 +103,10 @@ def ensure_machine(conf_path: Path, machine: str | None) -> str:
     return name
 
 
-def asv_run_args(full: bool, commits: str, bench: Sequence[str], machine: str | None) -> list[str]:
-    """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``."""
+def asv_run_args(commits: str, bench: Sequence[str], machine: str | None) -> list[str]:
+    """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``. Rounds and samples are
+    the suite's own (``BENCHKIT_WALL_ROUNDS`` in the environment changes the rounds)."""
     args = ["run", commits, "--record-samples", "--show-stderr", "--interleave-rounds"]
-    if not full:
-        for attribute in QUICK_ATTRIBUTES:
-            args += ["-a", attribute]
     for regex in bench:
         args += ["--bench", regex]
     if machine:
@@ -161,7 +157,7 @@ def run_main_job(
     conf_path: Path,
     builds: Sequence[str] | None = None,
     include_index: bool = True,
-    full: bool = False,
+    rounds: int | None = None,
     rerun: bool = False,
     bench: Sequence[str] = (),
     machine: str | None = None,
@@ -191,8 +187,9 @@ def run_main_job(
     progress.step(2, "asv machine description")
     machine_name = ensure_machine(conf_path, machine)
 
-    mode = "full" if full else "quick (2 interleaved rounds of 4-5 samples per benchmark)"
-    ledger = Ledger(conf_path, [machine_name, "full" if full else "quick", *QUICK_ATTRIBUTES, *bench])
+    rounds = rounds or WALL_TIME_ROUNDS
+    mode = f"wall time in {rounds} interleaved rounds (processes) of {SAMPLES_PER_ROUND} samples per build"
+    ledger = Ledger(conf_path, [machine_name, f"rounds={rounds}x{SAMPLES_PER_ROUND}", *bench])
     done = set() if rerun else ledger.finished()
     todo = [c for c in main_commits if c not in done]
     progress.step(3, f"asv run over {len(todo)} of {len(main_commits)} torch build(s), {mode}")
@@ -201,11 +198,11 @@ def run_main_job(
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
     if todo:
         # Profiles go under the machine asv records for (asv does not tell benchmarks).
-        env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name}
+        env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
         with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
             hashfile = Path(scratch) / "commits.txt"
             hashfile.write_text("".join(f"{c}\n" for c in todo))
-            run_code = _asv(asv_run_args(full, f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
+            run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
         if run_code < 0:
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
         ledger.record(todo)  # asv went through every commit, failures included (they are data)

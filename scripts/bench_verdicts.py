@@ -2,27 +2,30 @@
 and detection of injected slowdowns, against `asv compare --factor 1.1` on the same results.
 
     flock /tmp/benchkit-heavy.lock python3 scripts/bench_verdicts.py --smoke   # 2 builds, 2 benchmarks
-    flock /tmp/benchkit-heavy.lock python3 scripts/bench_verdicts.py           # 6 A/A builds, 1/2/5/10 %
+    flock /tmp/benchkit-heavy.lock python3 scripts/bench_verdicts.py           # ~30 min here
 
 Builds a wheel history in a work folder: the local torch wheel added `--aa` times to
 ``main`` (``benchkit history add --allow-duplicate``: identical builds, so every pair of
-them is an A/A pair), and one wheel per ``--sizes`` entry, on its own branch, whose
-``nn.Linear.forward`` runs a calibrated empty loop first (``patch_wheel``): a real torch
-build that is slower by about that many percent on the ``Linear`` case, and executes more
-instructions. Control cases (ReLU and simple tensor ops) stay untouched. Runs asv with
-``--record-samples -a rounds=2`` on a ``-b`` selection of these cases, then judges
-(first main build, every other build) with `benchkit check` (in process) and with
-``asv compare --factor 1.1``, and prints per metric:
+them is an A/A pair), and `--per-size` builds per ``--sizes`` entry, each on its own
+branch, whose ``nn.Linear.forward`` runs a calibrated empty loop first (``patch_wheel``):
+a real torch build that is slower by about that many percent on the ``Linear`` case, and
+executes more instructions. Twelve control cases (ReLU and simple tensor ops) stay
+untouched. All these builds are measured in one asv run with the arguments `benchkit main`
+uses (`benchkit.mainjob.asv_run_args`: the suite's 12 interleaved wall-time rounds, in a
+shuffled build order); then `--cross` more identical builds in a second run (A/A pairs
+across two runs), and one identical build under busy loops on every core (an environment
+shift). Every pair is judged with `benchkit check` (in process) and with
+``asv compare --factor 1.1``, and the script prints per metric:
 
-* false-positive rate: benchmarks flagged (regression or improvement) per A/A pair;
-* detection: whether the slowed case was flagged as a regression, per injected size;
+* false-positive rate: benchmarks flagged (regression or improvement) per A/A pair, for
+  pairs within one run and across two runs;
+* detection: whether the slowed case was flagged as a regression, per injected size, with
+  the size asv measured (median over the trials of Linear's ratio);
 * benchkit's other verdicts (can't tell, insufficient data) and environment shifts.
 
-Asv takes a virtualenv and a torch install per build (about a minute each on two cores)
-plus the measurements; the full run takes an hour or more. Run it under the heavy-work
-lock so it never overlaps other measurements (it takes no lock itself, so the lock held
-by ``flock`` around it cannot deadlock it). Results land in ``--workdir``
-(``summary.json`` and asv's results), which must not exist yet.
+Run it under the heavy-work lock so it never overlaps other measurements (it takes no lock
+itself, so the lock held by ``flock`` around it cannot deadlock it). Results land in
+``--workdir`` (``summary.json`` and asv's results), which must not exist yet.
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import statistics
 import subprocess
 import sys
+import time
 import timeit
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +48,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchkit.history.build_step import history_project_config  # noqa: E402
 from benchkit.history.wheels import patch_wheel_module  # noqa: E402
-from benchkit.mainjob import QUICK_ATTRIBUTES  # noqa: E402
+from benchkit.mainjob import asv_run_args  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 
@@ -73,8 +79,11 @@ class Plan:
     aa_builds: int
     sizes: tuple[float, ...]  # injected slowdowns, percent
     controls: tuple[str, ...]
-    asv_args: tuple[str, ...]
+    per_size: int = 1  # slowed builds per size
+    cross: int = 0  # identical builds measured in a second asv run
     busy: bool = False  # one more identical build, measured while busy loops run on every core
+    rounds: int | None = None  # wall-time rounds (None: the suite's)
+    bench: str = r"^instruction_counts\.verdicts_"  # asv -b
 
 
 def definitions(plan: Plan) -> str:
@@ -140,7 +149,21 @@ class Project:
         return self.run("git", "-C", str(self.root / "history"), *args).stdout.strip()
 
 
-def setup(root: Path, plan: Plan) -> tuple[Project, list[str], dict[float, str]]:
+@dataclass(frozen=True)
+class Builds:
+    main: list[str]  # identical builds, measured in the first run
+    slowed: dict[float, list[str]]  # size -> builds, measured in the first run
+    later: list[str]  # identical builds, measured in a second run
+    busy: str | None  # identical build, measured under busy loops
+
+
+def _add(project: Project, wheel: Path, branch: str, note: str) -> str:
+    project.benchkit("history", "add", str(wheel), "--allow-duplicate", "--branch", branch, "--tag", branch,
+                     "--note", note, "--asv-config", str(project.config))  # fmt: skip
+    return project.git("rev-parse", branch)
+
+
+def setup(root: Path, plan: Plan) -> tuple[Project, Builds]:
     project = Project(root)
     (root / "verdict_definitions.py").write_text(definitions(plan))
     config = history_project_config(str(REPO_ROOT), "env")
@@ -151,41 +174,42 @@ def setup(root: Path, plan: Plan) -> tuple[Project, list[str], dict[float, str]]
     for i in range(1, plan.aa_builds):
         project.benchkit("history", "add", str(WHEEL), "--allow-duplicate", "--tag", f"aa-{i}",
                          "--asv-config", str(project.config))  # fmt: skip
-    slowed = {}
+    slowed: dict[float, list[str]] = {}
     for size in plan.sizes:
         wheel = slowed_wheel(root / "wheels" / f"slow{size:g}", size, loops[size])
-        branch = f"slow-{size:g}pct"
-        project.benchkit("history", "add", str(wheel), "--branch", branch, "--tag", branch,
-                         "--note", f"Linear.forward +{size:g}% ({loops[size]} empty loop iterations)",
-                         "--asv-config", str(project.config))  # fmt: skip
-        slowed[size] = project.git("rev-parse", branch)
-    if plan.busy:
-        project.benchkit("history", "add", str(WHEEL), "--allow-duplicate", "--branch", BUSY, "--tag", BUSY,
-                         "--note", "identical build, measured on a busy machine", "--asv-config",
-                         str(project.config))  # fmt: skip
+        note = f"Linear.forward +{size:g}% ({loops[size]} empty loop iterations)"
+        slowed[size] = [_add(project, wheel, f"slow-{size:g}pct-{k}", note) for k in range(plan.per_size)]
+    later = [_add(project, WHEEL, f"aa-later-{k}", "identical build, second run") for k in range(plan.cross)]
+    busy = _add(project, WHEEL, BUSY, "identical build, measured on a busy machine") if plan.busy else None
     main = project.git("rev-list", "--reverse", "--first-parent", "main").split()
-    return project, main, slowed
+    return project, Builds(main, slowed, later, busy)
 
 
-def measure(project: Project, main: list[str], slowed: dict[float, str], plan: Plan) -> None:
-    common = [
-        "-b",
-        r"^instruction_counts\.verdicts_",
-        "--machine",
-        MACHINE,
-        "--record-samples",
-        *plan.asv_args,
-    ]
-    project.asv("run", "ALL", *common)
-    for commit in slowed.values():
-        project.asv("run", f"{commit}^!", *common)
-    if plan.busy:
+def _asv_run(project: Project, commits: list[str], plan: Plan) -> None:
+    """`asv run` over `commits` with the arguments `benchkit main` passes."""
+    hashfile = project.root / f"commits-{len(list(project.root.glob('commits-*.txt')))}.txt"
+    hashfile.write_text("".join(f"{c}\n" for c in commits))
+    if plan.rounds:
+        project.env["BENCHKIT_WALL_ROUNDS"] = str(plan.rounds)
+    project.asv(*asv_run_args(f"HASHFILE:{hashfile}", [plan.bench], MACHINE))
+
+
+def measure(project: Project, builds: Builds, plan: Plan) -> None:
+    """The identical and the slowed builds in one interleaved asv run, as `benchkit main`
+    measures a history, in a shuffled order (no build always right after another); then
+    the second run, and the busy build."""
+    first = [*builds.main, *(c for commits in builds.slowed.values() for c in commits)]
+    random.Random(17).shuffle(first)
+    _asv_run(project, first, plan)
+    if builds.later:
+        _asv_run(project, builds.later, plan)
+    if builds.busy:
         # The environment shift: a busy loop on every core for the whole run of this build.
         loops = [
             subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)
         ]
         try:
-            project.asv("run", f"{project.git('rev-parse', BUSY)}^!", *common)
+            _asv_run(project, [builds.busy], plan)
         finally:
             for loop in loops:
                 loop.kill()
@@ -223,37 +247,53 @@ def _flagged_benchkit(status: str) -> bool:
     return status in ("regression", "improvement")
 
 
+def _rate(flagged: int, total: int) -> str:
+    return f"{flagged}/{total} ({flagged / total:.1%})" if total else "n/a"
+
+
+def _false_positives(pairs: list[dict[str, Any]], metric: str, method: str) -> str:
+    rows = [r for p in pairs for r in p["rows"].values() if r["metric"] == metric]
+    if method == "benchkit":
+        return _rate(sum(_flagged_benchkit(r["benchkit"]) for r in rows), len(rows))
+    return _rate(sum(r["asv"] in "+-" for r in rows), len(rows))
+
+
+def _linear(pairs: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    return [
+        r for p in pairs for n, r in p["rows"].items() if r["metric"] == metric and ".verdicts_Linear_" in n
+    ]
+
+
 def report(pairs: list[dict[str, Any]], sizes: tuple[float, ...]) -> str:
-    aa = [p for p in pairs if p["size"] is None]
+    within = [p for p in pairs if p["kind"] == "aa"]
+    across = [p for p in pairs if p["kind"] == "aa-cross"]
     lines = []
     metrics = sorted({r["metric"] for p in pairs for r in p["rows"].values()})
     for metric in metrics:
         lines.append(f"== {metric}")
-        for method in ("benchkit", "asv"):
-            flagged = total = 0
-            for p in aa:
-                for r in p["rows"].values():
-                    if r["metric"] == metric:
-                        total += 1
-                        flagged += (
-                            _flagged_benchkit(r["benchkit"]) if method == "benchkit" else r["asv"] in "+-"
-                        )
-            fp = f"{flagged}/{total} ({flagged / total:.1%})" if total else "n/a (no A/A pair)"
+        for method, label in (("benchkit", "benchkit check"), ("asv", "asv compare --factor 1.1")):
             detect = []
             for size in sizes:
-                hit = [
-                    r
-                    for p in pairs
-                    if p["size"] == size
-                    for name, r in p["rows"].items()
-                    if r["metric"] == metric and ".verdicts_Linear_" in name
-                ]
+                hit = _linear([p for p in pairs if p["kind"] == size], metric)
                 seen = [
                     (r["benchkit"] == "regression") if method == "benchkit" else r["asv"] == "+" for r in hit
                 ]
                 detect.append(f"{size:g}%: {sum(seen)}/{len(seen)}")
-            label = "benchkit check" if method == "benchkit" else "asv compare --factor 1.1"
-            lines.append(f"  {label:26} false positives per A/A pair {fp:22} detected {', '.join(detect)}")
+            fp = _false_positives(within, metric, method)
+            cross = f", across two runs {_false_positives(across, metric, method)}" if across else ""
+            lines.append(
+                f"  {label:26} false positives per A/A pair within a run {fp}{cross}; "
+                f"detected {', '.join(detect)}"
+            )
+        measured = []
+        for size in sizes:
+            rows = _linear([p for p in pairs if p["kind"] == size], metric)
+            ratios = sorted(r["ratio"] for r in rows if r["ratio"])
+            mdcs = sorted(r["mdc"] for r in rows if r["mdc"] is not None)
+            if ratios:
+                text = f"{size:g}%: x{statistics.median(ratios):.3f}"
+                measured.append(text + (f" (MDC median {statistics.median(mdcs):.1%})" if mdcs else ""))
+        lines.append("  Linear as measured (median ratio over the trials): " + ", ".join(measured))
         others: dict[str, int] = {}
         for p in pairs:
             for r in p["rows"].values():
@@ -262,10 +302,33 @@ def report(pairs: list[dict[str, Any]], sizes: tuple[float, ...]) -> str:
         lines.append(
             "  benchkit's other verdicts: " + ", ".join(f"{n} {s}" for s, n in sorted(others.items()))
         )
-    for p in pairs:
-        for shift in p["shifts"]:
-            lines.append(f"{p['base'][:8]} -> {p['head'][:8]}: {shift}")
+    shifts = sorted({shift for p in pairs if p["kind"] != "busy" for shift in p["shifts"]})
+    lines += [f"environment shift reported: {shift}" for shift in shifts]
     return "\n".join(lines) + "\n"
+
+
+def busy_report(busy: dict[str, Any]) -> str:
+    wall = [r for r in busy["rows"].values() if r["metric"] == "wall_time"]
+    ratios = sorted(r["ratio"] for r in wall if r["ratio"] is not None)
+    return (
+        f"== environment shift: an identical build measured with busy loops on every core\n"
+        f"  wall-time ratios {ratios[0]:.2f}..{ratios[-1]:.2f}; benchkit check exit {busy['exit']}; "
+        f"wall-time regressions {sum(r['benchkit'] == 'regression' for r in wall)} of {len(wall)}, "
+        f"asv compare --factor 1.1 flags {sum(r['asv'] == '+' for r in wall)}\n"
+        + "".join(f"  reported: {shift}\n" for shift in busy["shifts"])
+    )
+
+
+def existing_builds(project: Project, plan: Plan) -> Builds:
+    def tip(branch: str) -> str:
+        return project.git("rev-parse", branch)
+
+    return Builds(
+        project.git("rev-list", "--reverse", "--first-parent", "main").split(),
+        {size: [tip(f"slow-{size:g}pct-{k}") for k in range(plan.per_size)] for size in plan.sizes},
+        [tip(f"aa-later-{k}") for k in range(plan.cross)],
+        tip(BUSY) if plan.busy else None,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,50 +336,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / ".benchkit" / "bench-verdicts")
     parser.add_argument("--aa", type=int, default=6, help="identical builds on main (A/A pairs: aa - 1)")
     parser.add_argument("--sizes", default="1,2,5,10", help="injected slowdowns in percent")
+    parser.add_argument("--per-size", type=int, default=3, help="slowed builds per size")
+    parser.add_argument("--cross", type=int, default=2, help="identical builds measured in a second run")
+    parser.add_argument("--rounds", type=int, help="wall-time rounds per build (default: the suite's)")
+    parser.add_argument("--no-busy", action="store_true", help="leave out the build under busy loops")
     parser.add_argument("--smoke", action="store_true", help="2 builds (original, +10%%), 2 benchmarks")
     parser.add_argument("--judge-only", action="store_true", help="judge the results in --workdir again")
     args = parser.parse_args(argv)
     if args.smoke:
-        plan = Plan(1, (10.0,), (), ("-a", "rounds=2", "-a", "repeat=(5,10,2.0)"))
+        plan = Plan(1, (10.0,), (), rounds=args.rounds or 7)
     else:
         sizes = tuple(float(s) for s in args.sizes.split(","))
-        # What `benchkit main` records by default (quick mode), so the rates are the users'.
-        quick = tuple(a for q in QUICK_ATTRIBUTES for a in ("-a", q))
-        plan = Plan(args.aa, sizes, tuple(CONTROLS), quick, busy=True)
+        plan = Plan(args.aa, sizes, tuple(CONTROLS), args.per_size, args.cross, not args.no_busy, args.rounds)
     if args.judge_only:
         project = Project(args.workdir)
-        main_commits = project.git("rev-list", "--reverse", "--first-parent", "main").split()
-        slowed = {size: project.git("rev-parse", f"slow-{size:g}pct") for size in plan.sizes}
+        builds = existing_builds(project, plan)
     elif args.workdir.exists():
         raise SystemExit(f"{args.workdir} exists: choose a new --workdir")
     else:
-        project, main_commits, slowed = setup(args.workdir, plan)
-        measure(project, main_commits, slowed, plan)
-    # Every A/A pair of identical builds, and every slowed build against every A/A build:
-    # one trial each (they share measurements, so they are not independent trials).
+        started = time.monotonic()
+        project, builds = setup(args.workdir, plan)
+        measure(project, builds, plan)
+        print(f"measured in {(time.monotonic() - started) / 60:.1f} min", flush=True)
+    # Every A/A pair of identical builds, every slowed build against every identical one of
+    # its run, every later build against every first-run one: one trial each (they share
+    # measurements, so they are not independent trials).
+    main_builds = builds.main
     pairs = [
-        {**judge(project, base, head), "size": None}
-        for i, base in enumerate(main_commits)
-        for head in main_commits[i + 1 :]
+        {**judge(project, base, head), "kind": "aa"}
+        for i, base in enumerate(main_builds)
+        for head in main_builds[i + 1 :]
     ]
     pairs += [
-        {**judge(project, base, head), "size": size} for size, head in slowed.items() for base in main_commits
+        {**judge(project, base, head), "kind": size}
+        for size, heads in builds.slowed.items()
+        for head in heads
+        for base in main_builds
+    ]
+    pairs += [
+        {**judge(project, base, head), "kind": "aa-cross"} for head in builds.later for base in main_builds
     ]
     text = report(pairs, plan.sizes)
-    if plan.busy:
-        busy = judge(project, main_commits[0], project.git("rev-parse", BUSY))
-        wall = [r for r in busy["rows"].values() if r["metric"] == "wall_time"]
-        ratios = sorted(r["ratio"] for r in wall if r["ratio"] is not None)
-        text += (
-            f"== environment shift: an identical build measured with busy loops on every core\n"
-            f"  wall-time ratios {ratios[0]:.2f}..{ratios[-1]:.2f}; benchkit check exit {busy['exit']}; "
-            f"wall-time regressions {sum(r['benchkit'] == 'regression' for r in wall)} of {len(wall)}, "
-            f"asv compare --factor 1.1 flags {sum(r['asv'] == '+' for r in wall)}\n"
-            + "".join(f"  reported: {shift}\n" for shift in busy["shifts"])
-        )
-        pairs.append({**busy, "size": "busy"})
+    if builds.busy:
+        busy = {**judge(project, main_builds[0], builds.busy), "kind": "busy"}
+        text += busy_report(busy)
+        pairs.append(busy)
     sys.stdout.write(text)
-    atomic_write_json(args.workdir / "summary.json", {"plan": plan.__dict__, "pairs": pairs})
+    atomic_write_json(args.workdir / "summary.json", {"plan": plan.__dict__, "pairs": pairs, "report": text})
     return 0
 
 

@@ -39,6 +39,8 @@ from test_build_torch import LOCAL_WHEEL
 from benchkit.history import repo as history
 from benchkit.history.build_step import history_project_config
 from benchkit.history.wheels import patch_wheel_module
+from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
+from benchkit.stats import MIN_ROUNDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASES = r"^instruction_counts\.e2e_"
@@ -57,6 +59,7 @@ BENCHMARKS = {
 MACHINE = "e2e"
 # Few samples, one round: enough for asv's statistics at a fraction of the default time.
 FAST = ["-a", "rounds=1", "-a", "repeat=(5,10,2.0)"]
+ROUNDS = MIN_ROUNDS  # `benchkit main --rounds`: the fewest the gate compares process by process
 LINEAR_PATCH = """
 
 # benchkit test build: an injected regression -- Linear computes its result twice.
@@ -284,7 +287,7 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     slow = slow_linear_wheel(tmp_path / "pr-wheel")
     command = [
         sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
-        "--build", str(LOCAL_WHEEL), "--build", str(slow), "-b", CASES,
+        "--build", str(LOCAL_WHEEL), "--build", str(slow), "-b", CASES, "--rounds", str(ROUNDS),
     ]  # fmt: skip
     first = subprocess.Popen(
         command,
@@ -309,12 +312,12 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert "asv run over 2 of 2 torch build(s)" in output  # nothing was finished: both again
     files = job.result_files()
     assert len(files) == 2
-    for path in files.values():  # both interleaved rounds of quick mode: 2 x 4-5 samples each
+    for path in files.values():  # every interleaved round: ROUNDS x 3 samples, none twice
         data = json.loads(path.read_text())
         samples = data["result_columns"].index("samples")
         for name, row in data["results"].items():
             if name.endswith("time_wall"):
-                assert all(len(s) >= 8 for s in row[samples]), (path.name, name, row[samples])
+                assert all(len(s) == ROUNDS * SAMPLES_PER_ROUND for s in row[samples]), (path.name, name)
     # The PR build doubles Linear: the gate finds it, so the job exits 1 and says so.
     assert "#### Regressions" in second.stdout and LINEAR in second.stdout
     assert second.returncode == 1, output[-3000:]

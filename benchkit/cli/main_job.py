@@ -11,6 +11,13 @@ from benchkit import mainjob
 from benchkit.errors import UserError
 from benchkit.history import repo as history
 from benchkit.mainjob import run_main_job
+from benchkit.measure.walltime.timing import WALL_TIME_ROUNDS
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
 
 
 def _cmd_main(args: argparse.Namespace) -> int:
@@ -21,7 +28,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
             args.asv_config,
             builds=args.build,
             include_index=not args.no_index,
-            full=args.full,
+            rounds=args.rounds,
             rerun=args.rerun,
             bench=args.bench,
             machine=args.machine,
@@ -40,7 +47,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="the whole job: torch history -> asv run on every build -> html/ -> what changed",
         description=(mainjob.__doc__ or "").split("\n\n")[0],
     )
-    parser.add_argument("--full", action="store_true", help="the suite's own repeats and rounds (slower)")
+    parser.add_argument(
+        "--rounds",
+        type=_positive,
+        metavar="N",
+        help=f"wall-time processes per build (default {WALL_TIME_ROUNDS}; the gate sees smaller changes "
+        "with more, roughly as 1/sqrt(N))",
+    )
     parser.add_argument(
         "--rerun", action="store_true", help="measure commits that already have results again"
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,9 @@ class Measurement:
     stats: Mapping[str, Any] | None
     samples: Sequence[float] | None
     version: str | None
+    # Samples each asv round recorded (a fixed `repeat`), so that `samples` can be cut into
+    # rounds, i.e. processes; None: not known (an adaptive repeat).
+    per_round: int | None = None
 
     @property
     def failed(self) -> bool:
@@ -110,26 +113,53 @@ def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tup
     return unroll_result(key, params, *columns)
 
 
-def _add_measurements(result: Any, measurements: dict[tuple[str, str], Measurement]) -> None:
+def samples_per_round(conf: Any) -> Callable[[str], int | None]:
+    """Benchmark key -> samples per asv round: its fixed ``repeat`` in benchmarks.json, else
+    (a benchmark that a later ``asv run -b`` left out of benchmarks.json) benchkit's own for a
+    ``time_wall``. asv's ``-a repeat=...`` on the command line is not recorded anywhere."""
+    from asv import util as asv_util
+    from asv.benchmarks import Benchmarks
+
+    from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
+
+    try:
+        listed = {name: info.get("repeat") for name, info in Benchmarks.load(conf).items()}
+    except asv_util.UserError:
+        listed = {}
+
+    def per_round(key: str) -> int | None:
+        if key in listed:
+            repeat = listed[key]
+            return repeat if isinstance(repeat, int) and repeat > 0 else None
+        return SAMPLES_PER_ROUND if key.endswith(".time_wall") else None
+
+    return per_round
+
+
+def _add_measurements(
+    result: Any, measurements: dict[tuple[str, str], Measurement], per_round: Callable[[str], int | None]
+) -> None:
     for key in result.get_all_result_keys():
         params = result.get_result_params(key)
         version = result.benchmark_version.get(key)
+        repeat = per_round(key)
         columns = (
             result.get_result_value(key, params),
             result.get_result_stats(key, params),
             result.get_result_samples(key, params),
         )
         for name, value, stats, samples in unrolled_results(key, params, *columns):
-            measurements[(name, result.env_name)] = Measurement(value, stats, samples, version)
+            measurements[(name, result.env_name)] = Measurement(value, stats, samples, version, repeat)
 
 
 def load_result_set(conf: Any, commit: str, machine: str, env: str | None = None) -> ResultSet:
     from asv import results as asv_results
 
     measurements: dict[tuple[str, str], Measurement] = {}
+    per_round = samples_per_round(conf)
     for result in asv_results.iter_results_for_machine_and_hash(conf.results_dir, machine, commit):
         if env is None or result.env_name == env:
-            _add_measurements(result, measurements)
+            _add_measurements(result, measurements, per_round)
     return ResultSet(commit, machine, measurements)
 
 
@@ -157,10 +187,11 @@ def load_history(conf: Any, machine: str, env: str | None = None) -> list[Result
 
     sets: dict[str, dict[tuple[str, str], Measurement]] = {}
     dates: dict[str, int] = {}
+    per_round = samples_per_round(conf)
     for result in asv_results.iter_results_for_machine(conf.results_dir, machine):
         if env is not None and result.env_name != env:
             continue
-        _add_measurements(result, sets.setdefault(result.commit_hash, {}))
+        _add_measurements(result, sets.setdefault(result.commit_hash, {}), per_round)
         dates[result.commit_hash] = result.date or 0
     order = _branch_order(conf)
     if order:

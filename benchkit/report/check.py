@@ -174,14 +174,18 @@ def compare_one(
         known = noise is not None and noise.mdc is not None
         threshold = noise.mdc if known else NOISE_FALLBACK_THRESHOLD  # type: ignore[union-attr]
         make = functools.partial(make, threshold=threshold)
-    worse = after.value > before.value * (1 + threshold)
-    better = after.value * (1 + threshold) < before.value
     if noise is None:  # no log-ratio: the threshold alone, as before
+        worse = after.value > before.value * (1 + threshold)
+        better = after.value * (1 + threshold) < before.value
         status = "regression" if worse else "improvement" if better else "unchanged"
         return make(status=status, note=note)
     make = functools.partial(make, noise=noise)
-    log_ratio = math.log(after.value / before.value)
-    significant = metric != "wall_time" or significantly_different(before, after)
+    # The change judged: a rounds test's own estimate, else the ratio of asv's two values.
+    rounds = noise.change is not None
+    log_ratio = noise.change if noise.change is not None else math.log(after.value / before.value)
+    worse, better = log_ratio > math.log1p(threshold), log_ratio < -math.log1p(threshold)
+    # asv's test treats every sample as independent; the rounds test already compared processes.
+    significant = rounds or metric != "wall_time" or significantly_different(before, after)
     if noise.sigma is None:
         if not (worse or better):
             return make(status="insufficient data", note=_join(f"noise unknown: {noise.basis}", note))
@@ -195,7 +199,7 @@ def compare_one(
         return make(status=status, note=note)
     mdc_text = f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
     if not (worse or better):
-        shifted = _shift_of(pair, (name, env)) if metric == "wall_time" else ""
+        shifted = _shift_of(pair, (name, env), noise.change is not None) if metric == "wall_time" else ""
         if shifted:  # "no change" measured on a moving machine says nothing about torch
             return make(status="can't tell", note=_join(f"wall time follows the {shifted}", note))
         if noise.mdc is not None and noise.mdc > (NOISE_CEILING if from_noise else threshold):
@@ -229,17 +233,22 @@ def _environment_verdict(
         # No "beyond the shift": a busy machine slows benchmarks by different factors
         # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
         return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
-    if pair.rounds:
+    if pair.rounds and noise.change is None:
+        # A rounds test compared the builds process by process: a drift within a run is in
+        # its spread (and hit both builds alike when asv interleaved them).
         shifts = "; ".join(s.short() for s in pair.rounds)
         return make(status="can't tell", note=_join(f"wall time unreliable: {shifts}", note))
     return make(status=status, note=note)
 
 
-def _shift_of(pair: PairNoise | None, key: tuple[str, str]) -> str:
-    """The environment shift that makes this pair's wall time of `key` the machine's, if any."""
+def _shift_of(pair: PairNoise | None, key: tuple[str, str], by_rounds: bool = False) -> str:
+    """The environment shift that makes this pair's wall time of `key` the machine's, if any.
+
+    A drift within a build's run does not count for a comparison `by_rounds`: its spread is
+    in the test, and asv's interleaving gave both builds the same passes."""
     if pair is None or pair.counts_moved.get(key):
         return ""
-    shifts = ([pair.between] if pair.between is not None else []) + list(pair.rounds)
+    shifts = ([pair.between] if pair.between is not None else []) + ([] if by_rounds else list(pair.rounds))
     return "; ".join(s.short() for s in shifts)
 
 

@@ -50,18 +50,22 @@ def format_percent(x: float | None) -> str:
 
 
 def format_mdc(c: Comparison) -> str:
-    """The minimum detectable change at ALPHA, or why there is none."""
+    """The minimum detectable change at ALPHA (and the rounds it rests on), or why there is none."""
     if c.noise is None:
         return ""
-    return f"±{format_percent(c.mdc)}" if c.mdc is not None else "unknown"
+    if c.mdc is None:
+        return "unknown"
+    rounds = f" ({c.noise.rounds} rounds)" if c.noise.rounds else ""
+    return f"±{format_percent(c.mdc)}{rounds}"
 
 
 def format_threshold(c: Comparison) -> str:
-    if c.metric == "wall_time" and c.noise is not None and c.noise.mdc == c.threshold:
-        return f"MDC ×{1 + c.threshold:.2f} + asv stats"
-    if c.metric == "wall_time":
-        return f"×{1 + c.threshold:.2f} + asv stats"
-    return f"{c.threshold * 100:.2g}%"
+    if c.metric != "wall_time":
+        return f"{c.threshold * 100:.2g}%"
+    test = "rounds test" if c.noise is not None and c.noise.rounds else "asv stats"
+    if c.noise is not None and c.noise.mdc == c.threshold:
+        return f"MDC ×{1 + c.threshold:.2f} + {test}"
+    return f"×{1 + c.threshold:.2f} + {test}"
 
 
 def md_escape(text: str) -> str:

@@ -17,7 +17,13 @@ So each benchmark gets a noise estimate ``sigma``, the standard deviation of
 * **prior** for instruction counts: Callgrind is deterministic (A/A ~0.003 %).
 
 The largest of them is used (a benchmark is as noisy as its noisiest known source),
-and turned into the minimum detectable change by `benchkit.stats.minimum_detectable_change`.
+and turned into the minimum detectable change (`Noise.mdc`).
+
+A wall time with at least `benchkit.stats.MIN_ROUNDS` rounds a side (benchkit's suite runs
+12) is judged differently: each round is a process, the processes are the replicates, and
+Yuen's trimmed test between the two builds' rounds (`benchkit.stats.trimmed_test`) gives
+the change, its standard error and the critical value -- an estimate made from this very
+comparison, so the history's spread (of builds measured with fewer processes) is not needed.
 """
 
 from __future__ import annotations
@@ -31,13 +37,16 @@ from collections.abc import Callable, Mapping, Sequence
 from benchkit.history.results import Measurement, ResultSet
 from benchkit.stats import (
     ALPHA,
+    MIN_ROUNDS,
+    TrimmedTest,
     log_samples,
     median_difference_sigma,
     median_shift_p,
-    minimum_detectable_change,
     robust_sigma,
+    round_values,
     sign_test_p,
     split_rounds,
+    trimmed_test,
     z_two_sided,
 )
 
@@ -93,19 +102,29 @@ def counts_moved(base: ResultSet, head: ResultSet, key: Key, count_threshold: fl
 # --------------------------------------------------------------------- per benchmark
 
 
+Z_ALPHA = z_two_sided(ALPHA)
+
+
 @dataclasses.dataclass(frozen=True)
 class Noise:
-    """One benchmark's noise for one comparison; `sigma` None: too little data to estimate it."""
+    """One benchmark's noise for one comparison; `sigma` None: too little data to estimate it.
+
+    `sigma` is the standard error of the log change; a change beyond `critical` × `sigma`
+    is detected (the normal z at `ALPHA`, or Yuen's t for a comparison of rounds, whose
+    `change` then is the log change that test measured instead of asv's two values)."""
 
     sigma: float | None
     basis: str  # which source set sigma, and the others, for the report
+    critical: float = Z_ALPHA
+    change: float | None = None
+    rounds: str = ""  # a rounds test's processes, "12+12"; empty for the other sources
 
     @property
     def mdc(self) -> float | None:
-        return None if self.sigma is None else minimum_detectable_change(self.sigma, ALPHA)
+        return None if self.sigma is None else math.expm1(self.critical * self.sigma)
 
     def detects(self, log_ratio: float) -> bool:
-        return self.sigma is not None and abs(log_ratio) >= z_two_sided(ALPHA) * self.sigma
+        return self.sigma is not None and abs(log_ratio) >= self.critical * self.sigma
 
 
 def history_sigmas(
@@ -145,7 +164,16 @@ def history_sigmas(
 
 
 def rounds_shift(m: Measurement) -> tuple[float, float] | None:
-    """(log shift of round 2 against round 1, its within-run standard error) of one build."""
+    """(log shift of the later rounds against the earlier ones, its standard error) of one build.
+
+    With `MIN_ROUNDS` or more rounds: the later half of the processes against the earlier
+    half (Yuen's test; asv records the rounds in the order it ran them). With two rounds:
+    round 2's samples against round 1's, with the within-run standard error."""
+    values = round_values(m.samples, m.per_round)
+    if values is not None and len(values) >= MIN_ROUNDS:
+        half = len(values) // 2
+        test = trimmed_test(values[:half], values[half:])
+        return test.change, test.se
     parts = split_rounds(log_samples(m.samples))
     if len(parts) != 2 or min(len(p) for p in parts) < 2:
         return None
@@ -171,8 +199,24 @@ def sample_sigmas(before: Measurement, after: Measurement) -> tuple[float | None
     return within, rounds
 
 
+def rounds_test(before: Measurement, after: Measurement) -> TrimmedTest | None:
+    """Yuen's test between the two builds' rounds, when each has `MIN_ROUNDS` or more."""
+    a, b = round_values(before.samples, before.per_round), round_values(after.samples, after.per_round)
+    if a is None or b is None or min(len(a), len(b)) < MIN_ROUNDS:
+        return None
+    test = trimmed_test(a, b)
+    return test if test.se > 0 else None
+
+
 def estimate(metric: str, before: Measurement, after: Measurement, history: HistoryNoise | None) -> Noise:
-    """The noise of one comparison: the largest of the sources that have enough data."""
+    """The noise of one comparison: for a wall time with enough rounds, the rounds test;
+    otherwise the largest of the sources that have enough data."""
+    if metric == "wall_time":
+        test = rounds_test(before, after)
+        if test is not None:
+            n_a, n_b = (len(m.samples or ()) // (m.per_round or 1) for m in (before, after))
+            basis = f"rounds: {n_a}+{n_b} processes, Yuen's test"
+            return Noise(test.se, basis, test.critical(ALPHA), test.change, f"{n_a}+{n_b}")
     sources: list[tuple[float, str]] = []
     if history is not None:
         sources.append((history[0], f"{history[2]}: {history[1]} pairs"))
@@ -201,7 +245,7 @@ class EnvShift:
     """Many wall times moved the same way at once, or all got much noisier: the machine
     changed, not torch."""
 
-    where: str  # "between base and head", "within base abc12345 (round 2 against round 1)"
+    where: str  # "between base and head", "within base abc12345 (later rounds against earlier ones)"
     factor: float  # median ratio of the levels (kind "level") or of the spreads ("spread")
     n_up: int
     n_down: int
@@ -277,7 +321,7 @@ def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) ->
 
 
 def build_shift(result_set: ResultSet, metric_of: Callable[[str], str], label: str) -> EnvShift | None:
-    """Round 2 against round 1 of every wall-time benchmark of one build (issue 17, (a))."""
+    """The later rounds against the earlier ones of every wall-time benchmark of one build."""
     shifts, noise = [], []
     for (name, _env), m in result_set.measurements.items():
         if metric_of(name) != "wall_time" or not m.has_number:
@@ -286,7 +330,9 @@ def build_shift(result_set: ResultSet, metric_of: Callable[[str], str], label: s
         if found is not None:
             shifts.append(found[0])
             noise.append(found[1])
-    return common_shift(shifts, noise, f"within {label} (round 2 against round 1)") if shifts else None
+    return (
+        common_shift(shifts, noise, f"within {label} (later rounds against earlier ones)") if shifts else None
+    )
 
 
 def between_shift(
@@ -303,7 +349,8 @@ def between_shift(
             continue
         assert before is not None
         shifts.append(d)
-        within, _ = sample_sigmas(before, after)
+        test = rounds_test(before, after)
+        within = test.se if test is not None else sample_sigmas(before, after)[0]
         noise.append(within or 0.0)
     return common_shift(shifts, noise, "between base and head") if shifts else None
 

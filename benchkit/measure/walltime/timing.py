@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,28 @@ from benchkit.measure.stmt_loop import compile_statement_loop
 # A block should be long enough that clock resolution and the call into the
 # loop are negligible (<0.1%), short enough to give asv many samples.
 TARGET_BLOCK_SECONDS = 0.01
+
+# Processes per build and samples per process of every ``time_wall`` (asv's ``rounds`` and
+# ``repeat``). Wall time moves more between processes than within one: measured here, the
+# samples of one process agree within ~1 % while processes of the same build spread by
+# 1.5-4 % and one in a hundred or so is disturbed (+48 % seen). The gate therefore compares
+# builds process by process (`benchkit.stats.trimmed_test`), and what it can see depends on
+# how many processes a build has: with 12 a side a 5 % slowdown of `nn.Linear` was found in
+# every trial, with 8 in half of them (docs/verdicts.md). Three samples give each process a
+# median; more samples per process would not shrink the between-process part.
+# ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
+WALL_TIME_ROUNDS = 12
+SAMPLES_PER_ROUND = 3
+
+
+def wall_time_rounds() -> int:
+    """Rounds of ``time_wall`` for this process: ``BENCHKIT_WALL_ROUNDS`` or `WALL_TIME_ROUNDS`."""
+    text = os.environ.get("BENCHKIT_WALL_ROUNDS", "").strip()
+    if not text:
+        return WALL_TIME_ROUNDS
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"BENCHKIT_WALL_ROUNDS={text!r}: expected a whole number of rounds >= 1")
+    return int(text)
 
 
 class CaseSkipped(Exception):
@@ -164,6 +187,7 @@ class WallTimeMetric:
 
     def __init__(self, cpp_suite: Any, module: str = "instruction_counts") -> None:
         self.cpp_suite = cpp_suite
+        self.rounds = wall_time_rounds()
         suite = cpp_suite
         key_of_class: dict[str, str] = {}  # C++ case's asv class -> snippet key, filled by make_method
         self._key_of_class = key_of_class
@@ -225,4 +249,6 @@ class WallTimeMetric:
             time_wall.timeout = 120  # type: ignore[attr-defined]
         time_wall.timer = MEASURED_CLOCK  # type: ignore[attr-defined]
         time_wall.unit = "seconds"  # type: ignore[attr-defined]
+        time_wall.rounds = self.rounds  # type: ignore[attr-defined]
+        time_wall.repeat = SAMPLES_PER_ROUND  # type: ignore[attr-defined]
         return time_wall
