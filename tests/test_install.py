@@ -69,8 +69,13 @@ def test_install_uninstall_and_install_again_in_a_real_environment(tmp_path: Pat
     record = next(site.glob("torch-*.dist-info/RECORD")).read_text()
     assert not any(line.startswith("../") for line in record.split())
 
+    run("import torch, torchgen, functorch")  # writes __pycache__ folders the RECORD does not list
+    began = time.monotonic()
     step("uninstall")
+    assert time.monotonic() - began < 5, "file by file from the RECORD, no pip"
     assert not (site / "torch").exists() and not list(site.glob("torch-*.dist-info"))
+    assert not (site / "torchgen").exists() and not (site / "functorch").exists()
+    assert (site / "sympy").is_dir(), "a dependency is another distribution: it stays"
     assert (tree / "torch" / "__init__.py").is_file(), "uninstalling must not touch the cached tree"
 
     began = time.monotonic()
@@ -79,3 +84,14 @@ def test_install_uninstall_and_install_again_in_a_real_environment(tmp_path: Pat
     step("verify", "--wheel", str(LOCAL_WHEEL))
     assert run("import torch; print(torch.__version__)").startswith("2.13.0")
     assert again < 8, f"a second install took {again:.1f} s: the unpacked tree was not reused"
+
+
+def test_missing_requirements_reads_what_is_installed() -> None:
+    from benchkit.history.install import missing_requirements
+
+    assert missing_requirements(["numpy>=1", "jinja2"]) == []
+    assert missing_requirements(["numpy<1"]) == ["numpy<1"]
+    assert missing_requirements(["no-such-package-here"]) == ["no-such-package-here"]
+    # Another platform's requirement, or an optional extra's, is not needed here.
+    assert missing_requirements(['nvidia-x; platform_system == "Windows"', 'opt; extra == "full"']) == []
+    assert missing_requirements(["numpy[extra]"]) == ["numpy[extra]"]  # extras: pip decides

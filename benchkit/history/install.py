@@ -6,9 +6,10 @@ builds of the run. ``pip install`` of a torch wheel unzips ~20,000 files and byt
 them (10-15 s on two cores for each install). Here the wheel is unpacked and byte-compiled
 once (``pip install --no-deps --target``) into benchkit's cache, keyed by the wheel's
 RECORD (a hash of every file) and the Python version, and each install hard-links that
-tree into site-packages (copies across file systems) in about a second. pip still
-installs the wheel's dependencies (a no-op when they are already there) and records the
-distribution (``*.dist-info``, with the RECORD `pip uninstall` reads).
+tree into site-packages (copies across file systems) in about a second. pip installs the
+wheel's dependencies when one is missing (with asv's rounds a build is installed a dozen
+times, and pip's start-up alone is a second), and the linked tree holds the distribution
+(``*.dist-info``, with the RECORD that uninstalling reads).
 
 Hard-linked files are shared by every environment that installed the build: nothing
 writes into an installed torch (``__pycache__`` files are new files of the environment's
@@ -31,7 +32,7 @@ import zipfile
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.wheels import dist_info_member, link_or_copy
+from benchkit.history.wheels import dist_info_member
 from benchkit.util import cache_dir, content_key
 
 # Unpacked trees kept (a torch build takes 0.7-1.5 GB): the builds of one run and a few more.
@@ -92,19 +93,32 @@ def _prune(trees: Path, keep: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
+def _link(source: str, dest: str) -> None:
+    """Hard-link `source` to `dest`, replacing it; a copy across file systems."""
+    try:
+        os.link(source, dest)
+    except FileExistsError:
+        os.unlink(dest)
+        _link(source, dest)
+    except OSError:
+        shutil.copyfile(source, dest)
+
+
 def link_tree(tree: Path, site: Path) -> int:
-    """Hard-link (or copy) every file of `tree` into `site`, replacing what is there. Returns the count."""
+    """Hard-link (or copy) every file of `tree` into `site`, replacing what is there. Returns the count.
+
+    Plain string paths and one system call per file: a torch tree has ~15,000 files, and this
+    runs in every asv round."""
     linked = 0
     for folder, dirs, files in os.walk(tree):
-        relative = Path(folder).relative_to(tree)
-        if relative == Path("."):
+        relative = os.path.relpath(folder, tree)
+        if relative == ".":
             dirs[:] = [d for d in dirs if d not in _NOT_LINKED]
-        (site / relative).mkdir(parents=True, exist_ok=True)
+        target = os.path.normpath(os.path.join(site, relative))
+        os.makedirs(target, exist_ok=True)
         for name in files:
-            source, dest = Path(folder) / name, site / relative / name
-            dest.unlink(missing_ok=True)
-            link_or_copy(source, dest)
-            linked += 1
+            _link(os.path.join(folder, name), os.path.join(target, name))
+        linked += len(files)
     return linked
 
 
@@ -123,12 +137,40 @@ def _drop_script_entries(site: Path, tree: Path) -> None:
             record.write_text(out.getvalue())
 
 
+def missing_requirements(requirements: list[str]) -> list[str]:
+    """The requirements this environment does not satisfy yet; all of them when it cannot tell
+    (no `packaging` to read them, extras): pip then decides, as always."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return list(requirements)
+    missing = []
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            missing.append(text)
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue  # another platform's, or an optional extra's
+        try:
+            installed = version(requirement.name)
+        except PackageNotFoundError:
+            missing.append(text)
+            continue
+        if requirement.extras or not requirement.specifier.contains(installed, prereleases=True):
+            missing.append(text)
+    return missing
+
+
 def install_wheel(wheel_path: Path) -> None:
-    """Install the wheel into this interpreter's environment: dependencies with pip, the
-    wheel's own files by hard links to its unpacked tree."""
+    """Install the wheel into this interpreter's environment: dependencies with pip (when one
+    is missing), the wheel's own files by hard links to its unpacked tree."""
     started = time.monotonic()
     with zipfile.ZipFile(wheel_path) as wheel:
-        requirements = wheel_requirements(wheel)
+        requirements = missing_requirements(wheel_requirements(wheel))
     if requirements:
         done = subprocess.run([*_PIP, *requirements], capture_output=True, text=True)
         if done.returncode != 0:

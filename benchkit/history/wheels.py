@@ -241,9 +241,33 @@ def verify_installed(wheel_path: Path, site_dirs: Sequence[Path] | None = None) 
     return len(hashes)
 
 
+def _unlink_recorded(site: Path) -> bool:
+    """Remove an installed torch file by file from its RECORD, as `pip uninstall` would, without
+    pip's start-up and checks (a second per asv round). Only for an install whose every file
+    lies inside `site` (benchkit's linked installs); False leaves the job to pip."""
+    infos = list(site.glob("torch-*.dist-info"))
+    if len(infos) != 1 or not (infos[0] / "RECORD").is_file():
+        return False
+    rows = [row for row in csv.reader(io.StringIO((infos[0] / "RECORD").read_text())) if row]
+    if not rows or any(row[0].startswith(("/", "..")) for row in rows):
+        return False
+    folders: set[tuple[str, ...]] = set()
+    for row in rows:
+        (site / row[0]).unlink(missing_ok=True)
+        parts = tuple(row[0].split("/"))
+        folders.update(parts[:i] for i in range(1, len(parts)))
+    for parts in sorted(folders, key=len, reverse=True):
+        folder = site.joinpath(*parts)
+        shutil.rmtree(folder / "__pycache__", ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty: another package's files stay
+    return True
+
+
 def remove_torch(python: str = sys.executable) -> None:
-    """Uninstall torch and remove whatever pip left behind (caches, stray files)."""
-    subprocess.run([python, "-m", "pip", "uninstall", "-y", "torch"], stdout=subprocess.DEVNULL)
+    """Uninstall torch and remove whatever was left behind (caches, stray files)."""
+    if not all(_unlink_recorded(site) for site in _site_packages() if any(site.glob("torch-*.dist-info"))):
+        subprocess.run([python, "-m", "pip", "uninstall", "-y", "torch"], stdout=subprocess.DEVNULL)
     for site in _site_packages():
         for leftover in [site / "torch", *site.glob("torch-*.dist-info")]:
             if leftover.exists():
