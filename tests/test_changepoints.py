@@ -127,3 +127,17 @@ def test_builds_whose_rounds_disagree_are_named(tmp_path: Path) -> None:
     assert len(shifted) == 1 and f"build {commit_hash(1)[:8]} " in shifted[0], run.stdout
     assert "×1.40" in shifted[0] and "12 of 12 wall times moved slower" in shifted[0]
     assert [b["commit"] for b in json.loads(out.read_text())["shifted_builds"]] == [commit_hash(1)]
+
+
+def test_a_step_between_two_single_builds_has_no_interval() -> None:
+    """One build on each side: nothing shows how far each level spreads, so no interval
+    (not a zero-width one)."""
+    from benchkit.report.changepoints import format_table, series_steps
+
+    [step] = series_steps("b.time_wall", "env", "wall_time", ["a" * 40, "b" * 40], [1.0, 1.5], 0.05)
+    assert step.change == pytest.approx(0.5) and step.low is None and step.high is None
+    assert "n/a" in format_table([step])
+    # With spread known on a level, the interval is there and holds the change.
+    values = [1.0, 1.01, 0.99, 1.0, 1.5, 1.52, 1.48, 1.5]
+    [step] = series_steps("b.time_wall", "env", "wall_time", [f"{i:040x}" for i in range(8)], values, 0.05)
+    assert step.low is not None and step.high is not None and step.low < step.change < step.high

@@ -140,12 +140,18 @@ def _drop_script_entries(site: Path, tree: Path) -> None:
 def missing_requirements(requirements: list[str]) -> list[str]:
     """The requirements this environment does not satisfy yet; all of them when it cannot tell
     (no `packaging` to read them, extras): pip then decides, as always."""
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import distributions
 
     try:
         from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
     except ImportError:
         return list(requirements)
+    installed: dict[str, str] = {}  # one pass over site-packages, not one per requirement
+    for dist in distributions():
+        name = dist.metadata["Name"]
+        if name:
+            installed.setdefault(canonicalize_name(name), dist.version)
     missing = []
     for text in requirements:
         try:
@@ -155,12 +161,12 @@ def missing_requirements(requirements: list[str]) -> list[str]:
             continue
         if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
             continue  # another platform's, or an optional extra's
-        try:
-            installed = version(requirement.name)
-        except PackageNotFoundError:
-            missing.append(text)
-            continue
-        if requirement.extras or not requirement.specifier.contains(installed, prereleases=True):
+        version = installed.get(canonicalize_name(requirement.name))
+        if (
+            version is None
+            or requirement.extras
+            or not requirement.specifier.contains(version, prereleases=True)
+        ):
             missing.append(text)
     return missing
 

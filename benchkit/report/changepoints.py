@@ -41,8 +41,8 @@ class Step:
     value_before: float
     value_after: float
     change: float  # relative: value_after / value_before - 1
-    low: float  # INTERVAL_LEVEL interval of `change`
-    high: float
+    low: float | None  # INTERVAL_LEVEL interval of `change`; None: no level has the builds
+    high: float | None  # to show its spread (e.g. one build on each side of the step)
     position: int  # index of `after` in the history
     label: str = ""  # a joint label from LABELS; "" when the case has no pair metric
 
@@ -67,7 +67,7 @@ def series_steps(
     logs = [[math.log(v) for v in y[left:right] if v is not None] for left, right, *_ in segments]
     sigmas = [_segment_sigma(s) for s in logs]
     known = sorted(s for s in sigmas if s is not None)
-    pooled = known[len(known) // 2] if known else 0.0
+    pooled = known[len(known) // 2] if known else None
     z = z_two_sided(1 - INTERVAL_LEVEL)
     steps = []
     for i in range(1, len(segments)):
@@ -77,8 +77,12 @@ def series_steps(
         diff = level_b - level_a
         if abs(diff) < math.log1p(threshold):
             continue
-        sa, sb = sigmas[i - 1] or pooled, sigmas[i] or pooled
-        se = MEDIAN_EFFICIENCY * math.sqrt(sa**2 / len(a) + sb**2 / len(b))
+        sa, sb = (pooled if sigma is None else sigma for sigma in (sigmas[i - 1], sigmas[i]))
+        se = (
+            None
+            if sa is None or sb is None
+            else MEDIAN_EFFICIENCY * math.sqrt(sa**2 / len(a) + sb**2 / len(b))
+        )
         last_a = right_a - 1  # detect_steps: right bounds are exclusive, past the last number
         steps.append(
             Step(
@@ -91,8 +95,8 @@ def series_steps(
                 value_before=math.exp(level_a),
                 value_after=math.exp(level_b),
                 change=math.expm1(diff),
-                low=math.expm1(diff - z * se),
-                high=math.expm1(diff + z * se),
+                low=None if se is None else math.expm1(diff - z * se),
+                high=None if se is None else math.expm1(diff + z * se),
                 position=left_b,
             )
         )
@@ -174,7 +178,7 @@ def format_table(steps: Sequence[Step]) -> str:
             s.name,
             s.metric,
             _pct(s.change),
-            f"[{_pct(s.low)}, {_pct(s.high)}]",
+            f"[{_pct(s.low)}, {_pct(s.high)}]" if s.low is not None and s.high is not None else "n/a",
             s.label or "-",
         )
         for s in steps

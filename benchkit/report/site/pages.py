@@ -240,7 +240,11 @@ def render_regressions(data: SiteData) -> str:
                 ),
                 "css": "regression" if s.change > 0 else "improvement",
                 "change": f"{s.change * 100:+.1f}%",
-                "interval": f"{s.low * 100:+.1f}% … {s.high * 100:+.1f}%",
+                "interval": (
+                    f"{s.low * 100:+.1f}% … {s.high * 100:+.1f}%"
+                    if s.low is not None and s.high is not None
+                    else "n/a (one build a side)"
+                ),
                 "sort": f"{s.change:.6g}",
             }
             for s in reversed(steps)  # newest first
