@@ -68,6 +68,7 @@ def test_a_failed_setup_cache_makes_the_main_job_fail(tmp_path: Path) -> None:
     assert "no operator timings numbers" in done.stderr
     assert "finished with 1 problem(s)" in done.stderr
     assert (job.root / "html" / "index.html").is_file()
-    table = done.stderr[done.stderr.index("torch build") :]
+    summary = done.stderr[done.stderr.index("[5/5]") :]  # the progress lines name wall time too
+    table = summary[summary.index("torch build") :]
     wall = next(line for line in table.splitlines() if "wall time" in line).split()
     assert wall[-4:] == ["1", "0", "0", "0"]
