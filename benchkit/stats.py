@@ -101,15 +101,15 @@ def median_difference_sigma(sigma_a: float, n_a: int, sigma_b: float, n_b: int) 
     return MEDIAN_EFFICIENCY * math.sqrt(sigma_a**2 / n_a + sigma_b**2 / n_b)
 
 
-def minimum_detectable_change(sigma: float, alpha: float = ALPHA) -> float:
-    """The smallest relative slowdown a two-sided test at `alpha` can tell from noise.
+def minimum_detectable_change(sigma: float, critical: float | None = None) -> float:
+    """The smallest relative slowdown a two-sided test can tell from noise.
 
-    MDC = exp(z_{1-alpha/2} * sigma) - 1, with `sigma` the standard deviation of
-    log(after / before) between two runs of the same build. A change with
-    |log(after / before)| below z * sigma is one that A/A pairs produce more often than
-    `alpha`.
+    MDC = exp(critical * sigma) - 1, with `sigma` the standard error of log(after / before)
+    and `critical` the test's critical value: by default z_{1-ALPHA/2} (3.29), for a
+    comparison of rounds Yuen's t quantile. A change with |log(after / before)| below
+    critical * sigma is one that A/A pairs produce more often than ALPHA.
     """
-    return math.expm1(z_two_sided(alpha) * sigma)
+    return math.expm1((z_two_sided(ALPHA) if critical is None else critical) * sigma)
 
 
 def sign_test_p(n_up: int, n_down: int) -> float:
@@ -190,6 +190,8 @@ class TrimmedTest:
     change: float  # difference of the trimmed means: log(after / before)
     se: float  # its standard error
     df: float  # Welch-Satterthwaite degrees of freedom
+    n_before: int  # values (rounds) on each side
+    n_after: int
 
     def critical(self, alpha: float = ALPHA) -> float:
         """|change| / se beyond this is significant at `alpha`, two-sided."""
@@ -219,4 +221,4 @@ def trimmed_test(before: Sequence[float], after: Sequence[float], trim: float = 
     se = math.sqrt(d_a + d_b)
     denominator = d_a**2 / (h_a - 1) + d_b**2 / (h_b - 1)
     df = (d_a + d_b) ** 2 / denominator if denominator > 0 else float(h_a + h_b - 2)
-    return TrimmedTest(mean_b - mean_a, se, df)
+    return TrimmedTest(mean_b - mean_a, se, df, len(before), len(after))

@@ -51,7 +51,7 @@ def test_trimmed_test_is_yuens_test() -> None:
         p = 2 * (1 - __import__("scipy").stats.t.cdf(abs(ours.change / ours.se), ours.df))
         assert p == pytest.approx(theirs.pvalue, rel=1e-6)
     # The critical value is Student's t at ALPHA.
-    assert stats.TrimmedTest(0.0, 1.0, 10.0).critical(0.001) == pytest.approx(4.587, abs=1e-3)
+    assert stats.TrimmedTest(0.0, 1.0, 10.0, 6, 6).critical(0.001) == pytest.approx(4.587, abs=1e-3)
 
 
 def test_round_values_cut_the_samples_into_processes() -> None:

@@ -7,7 +7,9 @@ lookup) reads results through this module.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -113,23 +115,43 @@ def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tup
     return unroll_result(key, params, *columns)
 
 
+def benchmark_infos(conf: Any) -> Mapping[str, Mapping[str, Any]]:
+    """benchmarks.json: name -> what asv discovered (unit, repeat, rounds...); empty without one.
+
+    Read once per version of the file: the site loads every commit's results, each needing it."""
+    from asv.benchmarks import Benchmarks
+
+    path = Benchmarks.get_benchmark_file_path(conf.results_dir)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return {}
+    return _load_benchmark_infos(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_benchmark_infos(path: str, mtime_ns: int, size: int) -> Mapping[str, Mapping[str, Any]]:
+    from asv import util as asv_util
+    from asv.benchmarks import Benchmarks
+
+    try:
+        data = asv_util.load_json(path, api_version=Benchmarks.api_version)
+    except asv_util.UserError:
+        return {}
+    return {name: info for name, info in data.items() if isinstance(info, dict)}
+
+
 def samples_per_round(conf: Any) -> Callable[[str], int | None]:
     """Benchmark key -> samples per asv round: its fixed ``repeat`` in benchmarks.json, else
     (a benchmark that a later ``asv run -b`` left out of benchmarks.json) benchkit's own for a
     ``time_wall``. asv's ``-a repeat=...`` on the command line is not recorded anywhere."""
-    from asv import util as asv_util
-    from asv.benchmarks import Benchmarks
-
     from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
-    try:
-        listed = {name: info.get("repeat") for name, info in Benchmarks.load(conf).items()}
-    except asv_util.UserError:
-        listed = {}
+    infos = benchmark_infos(conf)
 
     def per_round(key: str) -> int | None:
-        if key in listed:
-            repeat = listed[key]
+        if key in infos:
+            repeat = infos[key].get("repeat")
             return repeat if isinstance(repeat, int) and repeat > 0 else None
         return SAMPLES_PER_ROUND if key.endswith(".time_wall") else None
 
@@ -202,14 +224,7 @@ def load_history(conf: Any, machine: str, env: str | None = None) -> list[Result
 
 
 def benchmark_units(conf: Any) -> dict[str, str | None]:
-    from asv import util as asv_util
-    from asv.benchmarks import Benchmarks
-
-    try:
-        benchmarks = Benchmarks.load(conf)
-    except asv_util.UserError:
-        return {}
-    return {name: info.get("unit") for name, info in benchmarks.items()}
+    return {name: info.get("unit") for name, info in benchmark_infos(conf).items()}
 
 
 def default_metric(name: str, unit: str | None) -> str:

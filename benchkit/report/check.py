@@ -181,11 +181,10 @@ def compare_one(
         return make(status=status, note=note)
     make = functools.partial(make, noise=noise)
     # The change judged: a rounds test's own estimate, else the ratio of asv's two values.
-    rounds = noise.change is not None
     log_ratio = noise.change if noise.change is not None else math.log(after.value / before.value)
     worse, better = log_ratio > math.log1p(threshold), log_ratio < -math.log1p(threshold)
     # asv's test treats every sample as independent; the rounds test already compared processes.
-    significant = rounds or metric != "wall_time" or significantly_different(before, after)
+    significant = noise.by_rounds or metric != "wall_time" or significantly_different(before, after)
     if noise.sigma is None:
         if not (worse or better):
             return make(status="insufficient data", note=_join(f"noise unknown: {noise.basis}", note))
@@ -199,7 +198,7 @@ def compare_one(
         return make(status=status, note=note)
     mdc_text = f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
     if not (worse or better):
-        shifted = _shift_of(pair, (name, env), noise.change is not None) if metric == "wall_time" else ""
+        shifted = _shift_of(pair, (name, env), noise.by_rounds) if metric == "wall_time" else ""
         if shifted:  # "no change" measured on a moving machine says nothing about torch
             return make(status="can't tell", note=_join(f"wall time follows the {shifted}", note))
         if noise.mdc is not None and noise.mdc > (NOISE_CEILING if from_noise else threshold):
@@ -233,7 +232,7 @@ def _environment_verdict(
         # No "beyond the shift": a busy machine slows benchmarks by different factors
         # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
         return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
-    if pair.rounds and noise.change is None:
+    if pair.rounds and not noise.by_rounds:
         # A rounds test compared the builds process by process: a drift within a run is in
         # its spread (and hit both builds alike when asv interleaved them).
         shifts = "; ".join(s.short() for s in pair.rounds)

@@ -62,7 +62,7 @@ def format_mdc(c: Comparison) -> str:
 def format_threshold(c: Comparison) -> str:
     if c.metric != "wall_time":
         return f"{c.threshold * 100:.2g}%"
-    test = "rounds test" if c.noise is not None and c.noise.rounds else "asv stats"
+    test = "rounds test" if c.noise is not None and c.noise.by_rounds else "asv stats"
     if c.noise is not None and c.noise.mdc == c.threshold:
         return f"MDC ×{1 + c.threshold:.2f} + {test}"
     return f"×{1 + c.threshold:.2f} + {test}"

@@ -42,6 +42,7 @@ from benchkit.stats import (
     log_samples,
     median_difference_sigma,
     median_shift_p,
+    minimum_detectable_change,
     robust_sigma,
     round_values,
     sign_test_p,
@@ -121,7 +122,12 @@ class Noise:
 
     @property
     def mdc(self) -> float | None:
-        return None if self.sigma is None else math.expm1(self.critical * self.sigma)
+        return None if self.sigma is None else minimum_detectable_change(self.sigma, self.critical)
+
+    @property
+    def by_rounds(self) -> bool:
+        """Judged by the rounds test (its own change estimate and test), not asv's values."""
+        return self.change is not None
 
     def detects(self, log_ratio: float) -> bool:
         return self.sigma is not None and abs(log_ratio) >= self.critical * self.sigma
@@ -214,9 +220,9 @@ def estimate(metric: str, before: Measurement, after: Measurement, history: Hist
     if metric == "wall_time":
         test = rounds_test(before, after)
         if test is not None:
-            n_a, n_b = (len(m.samples or ()) // (m.per_round or 1) for m in (before, after))
-            basis = f"rounds: {n_a}+{n_b} processes, Yuen's test"
-            return Noise(test.se, basis, test.critical(ALPHA), test.change, f"{n_a}+{n_b}")
+            rounds = f"{test.n_before}+{test.n_after}"
+            basis = f"rounds: {rounds} processes, Yuen's test"
+            return Noise(test.se, basis, test.critical(ALPHA), test.change, rounds)
     sources: list[tuple[float, str]] = []
     if history is not None:
         sources.append((history[0], f"{history[2]}: {history[1]} pairs"))
