@@ -7,12 +7,17 @@
 
 Definitions: the standard suite plus the modules named by the
 ``BENCHKIT_DEFINITIONS`` environment variable (see `benchkit.define.loader`).
-Importing this module only expands definitions (string work); torch is
-imported here once so that asv's forkserver shares it with every benchmark
-process instead of importing it per benchmark.
+Importing this module only expands definitions (string work). In asv's
+forkserver (``benchmark.py run_server``), which forks every benchmark process
+after importing the suite, torch is imported here once so those processes share
+it; asv's other processes (``discover``, ``setup_cache``) run no benchmark and skip
+that second of import in every round.
 """
 
-import torch  # noqa: F401 - preloaded for forkserver children; creates no threads
+import sys
+
+if sys.argv[1:2] == ["run_server"]:
+    import torch  # noqa: F401 - preloaded for forkserver children; creates no threads
 
 from benchkit.callgrind_track import InstructionCountMetric
 from benchkit.expand import asv_classes, load_cases
