@@ -158,8 +158,11 @@ class Builds:
 
 
 def _add(project: Project, wheel: Path, branch: str, note: str) -> str:
+    """A build on a branch of its own. The branch name goes into the commit's note: builds of
+    the same wheel, parent and note would otherwise be one commit, which asv measures again
+    under each name (more rounds for that commit, and repeated rather than separate trials)."""
     project.benchkit("history", "add", str(wheel), "--allow-duplicate", "--branch", branch, "--tag", branch,
-                     "--note", note, "--asv-config", str(project.config))  # fmt: skip
+                     "--note", f"{note} [{branch}]", "--asv-config", str(project.config))  # fmt: skip
     return project.git("rev-parse", branch)
 
 
@@ -182,6 +185,9 @@ def setup(root: Path, plan: Plan) -> tuple[Project, Builds]:
     later = [_add(project, WHEEL, f"aa-later-{k}", "identical build, second run") for k in range(plan.cross)]
     busy = _add(project, WHEEL, BUSY, "identical build, measured on a busy machine") if plan.busy else None
     main = project.git("rev-list", "--reverse", "--first-parent", "main").split()
+    every = [*main, *(c for commits in slowed.values() for c in commits), *later, *([busy] if busy else [])]
+    if len(set(every)) != len(every):
+        raise SystemExit(f"bench_verdicts: {len(every)} builds are only {len(set(every))} commits")
     return project, Builds(main, slowed, later, busy)
 
 
