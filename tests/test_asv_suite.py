@@ -83,3 +83,39 @@ def test_asv_run_measures_python_cpp_and_torchscript(tmp_path: Path) -> None:
         else:
             assert re.fullmatch(r"[0-9.]+(±[0-9.]+)?[nμu]s", value), (key, value)
     assert "broken on purpose" in output  # the failure's reason reaches the user
+
+
+# Imports the suite as one of asv's processes would (its role is benchmark.py's first argument),
+# then names every C++ shard, as a setup_cache does to find what is built.
+_SUITE_IMPORT = r"""
+import sys
+sys.argv = ["benchmark.py", sys.argv[1]]
+sys.path.insert(0, "benchmarks")
+import instruction_counts
+names = [shard.name for shard in instruction_counts.CPP_SUITE.shards]
+print(len(names), "torch" in sys.modules)
+"""
+
+
+def test_only_asvs_forkserver_pays_for_importing_torch_with_the_suite() -> None:
+    """asv imports the suite in its discover and setup_cache processes too (a setup_cache in
+    every round): only the forkserver, whose children run the benchmarks, preloads torch."""
+    seen = {}
+    for role in ("discover", "setup_cache", "run_server"):
+        done = subprocess.run(
+            [sys.executable, "-c", _SUITE_IMPORT, role], cwd=REPO_ROOT, capture_output=True, text=True,
+            env={**os.environ, "BENCHKIT_DEFINITIONS": ""}, check=True,
+        )  # fmt: skip
+        shards, torch_imported = done.stdout.split()
+        assert int(shards) >= 1
+        seen[role] = torch_imported == "True"
+    assert seen == {"discover": False, "setup_cache": False, "run_server": True}
+
+
+def test_the_callgrind_header_is_the_one_torch_ships() -> None:
+    import torch.utils.benchmark.utils.valgrind_wrapper as wrapper
+
+    from benchkit.measure.cpp.shards import callgrind_header
+
+    assert callgrind_header() == Path(wrapper.__file__).resolve().parent / "callgrind.h"
+    assert callgrind_header().is_file()
