@@ -83,9 +83,10 @@ def test_twelve_rounds_see_five_percent_and_flag_few_identical_builds() -> None:
     assert judged(0.0, 2).rounds == ""
 
 
-def _history(tmp_path: Path, drift: float) -> History:
+def _history(tmp_path: Path, drift: float, head_drift: float = 0.0) -> History:
     """Base and head, 12 rounds of 3 samples; head's Linear is 8 % slower. Every build's
-    later rounds run `drift` slower (the machine got busier mid-run, for both builds)."""
+    later rounds run `drift` slower (the machine got busier mid-run, for both builds), and
+    head's `head_drift` more (it ran on its own, and only its run changed)."""
     rng = random.Random(5)
     project = History(tmp_path)
     names = ["Linear", *(f"control{i}" for i in range(12))]
@@ -94,7 +95,7 @@ def _history(tmp_path: Path, drift: float) -> History:
         project.benchmarks[WALL.format(name)]["repeat"] = 3
         for index in (0, 1):
             shift = math.log(1.08) if (name == "Linear" and index == 1) else 0.0
-            samples = _build(rng, 12, shift, process_sigma=0.01, drift=drift)
+            samples = _build(rng, 12, shift, process_sigma=0.01, drift=drift + index * head_drift)
             project.add(index, WALL.format(name), sorted(samples)[len(samples) // 2], samples)
     project.save()
     return project
@@ -114,6 +115,20 @@ def test_the_gate_compares_rounds_and_a_drift_within_the_run_does_not_veto(tmp_p
     controls = [c for name, c in by_name.items() if "control" in name]
     assert sum(c.status == "unchanged" for c in controls) >= 11, [(c.status, c.note) for c in controls]
     assert verdict.exit_code == 1
+
+
+def test_a_drift_only_heads_run_had_makes_its_wall_times_cant_tell(tmp_path: Path) -> None:
+    """Head measured in a run of its own whose later rounds ran 4 % slower, base steady: the
+    rounds test alone would call the untouched controls slower. The drift the two runs did
+    not share makes every wall time can't tell, and is reported."""
+    project = _history(tmp_path, drift=0.0, head_drift=math.log(1.04))
+    verdict = check.run_check("00000000", "00000001", asv_config=project.config, show_unchanged=True)
+    statuses = {c.name: (c.status, c.note) for c in verdict.comparisons}
+    controls = [status for name, (status, _) in statuses.items() if "control" in name]
+    assert "regression" not in controls, statuses
+    assert controls.count("can't tell") >= 11, statuses
+    assert any("not shared by base" in s for s in verdict.shifts), verdict.shifts
+    assert verdict.exit_code == 0, verdict.markdown
 
 
 def test_samples_per_round_comes_from_benchmarks_json(tmp_path: Path) -> None:

@@ -232,10 +232,9 @@ def _environment_verdict(
         # No "beyond the shift": a busy machine slows benchmarks by different factors
         # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
         return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
-    if pair.rounds and not noise.by_rounds:
-        # A rounds test compared the builds process by process: a drift within a run is in
-        # its spread (and hit both builds alike when asv interleaved them).
-        shifts = "; ".join(s.short() for s in pair.rounds)
+    drifts = pair.drifts(noise.by_rounds)
+    if drifts:
+        shifts = "; ".join(s.short() for s in drifts)
         return make(status="can't tell", note=_join(f"wall time unreliable: {shifts}", note))
     return make(status=status, note=note)
 
@@ -243,11 +242,11 @@ def _environment_verdict(
 def _shift_of(pair: PairNoise | None, key: tuple[str, str], by_rounds: bool = False) -> str:
     """The environment shift that makes this pair's wall time of `key` the machine's, if any.
 
-    A drift within a build's run does not count for a comparison `by_rounds`: its spread is
-    in the test, and asv's interleaving gave both builds the same passes."""
+    For a comparison `by_rounds` only a drift the two runs did not share counts: a shared one
+    (asv interleaved both builds' rounds) is in the test's spread."""
     if pair is None or pair.counts_moved.get(key):
         return ""
-    shifts = ([pair.between] if pair.between is not None else []) + ([] if by_rounds else list(pair.rounds))
+    shifts = ([pair.between] if pair.between is not None else []) + list(pair.drifts(by_rounds))
     return "; ".join(s.short() for s in shifts)
 
 

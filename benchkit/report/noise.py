@@ -341,6 +341,26 @@ def build_shift(result_set: ResultSet, metric_of: Callable[[str], str], label: s
     )
 
 
+def unshared_drift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], str]) -> EnvShift | None:
+    """A drift within a run that the two builds did not share: per wall-time benchmark, head's
+    later rounds against its earlier ones minus the same for base. Builds whose rounds asv
+    interleaved in one run drift alike (the difference is noise) and a comparison of their
+    rounds holds the drift in its spread; a build measured in a run of its own, e.g. with the
+    machine busy for part of it, does not share it, and its rounds are not the build's."""
+    shifts, noise = [], []
+    for key, after in head.measurements.items():
+        before = base.measurements.get(key)
+        if metric_of(key[0]) != "wall_time" or before is None or not (before.has_number and after.has_number):
+            continue
+        drift_before, drift_after = rounds_shift(before), rounds_shift(after)
+        if drift_before is None or drift_after is None:
+            continue
+        shifts.append(drift_after[0] - drift_before[0])
+        noise.append(math.hypot(drift_before[1], drift_after[1]))
+    where = "within head's run, not shared by base's (head's drift over base's)"
+    return common_shift(shifts, noise, where) if shifts else None
+
+
 def between_shift(
     base: ResultSet, head: ResultSet, metric_of: Callable[[str], str], count_threshold: float
 ) -> EnvShift | None:
@@ -367,12 +387,21 @@ class PairNoise:
 
     history: Mapping[Key, HistoryNoise] = dataclasses.field(default_factory=dict)
     between: EnvShift | None = None
-    rounds: tuple[EnvShift, ...] = ()  # builds whose two rounds disagree
+    rounds: tuple[EnvShift, ...] = ()  # builds whose earlier and later rounds disagree
     counts_moved: Mapping[Key, bool | None] = dataclasses.field(default_factory=dict)
+    unshared: EnvShift | None = None  # a drift within one build's run only (`unshared_drift`)
 
     @property
     def shifts(self) -> tuple[EnvShift, ...]:
-        return ((self.between,) if self.between else ()) + self.rounds
+        found = (self.between, *self.rounds, self.unshared)
+        return tuple(s for s in found if s is not None)
+
+    def drifts(self, by_rounds: bool) -> tuple[EnvShift, ...]:
+        """The drifts within runs that make a wall-time comparison the machine's: for one that
+        compared the builds' rounds, only a drift the runs did not share (`unshared_drift`)."""
+        if by_rounds:
+            return (self.unshared,) if self.unshared else ()
+        return self.rounds
 
 
 def pair_noise(
@@ -396,4 +425,4 @@ def pair_noise(
         if metric_of(key[0]) == "wall_time"
     }
     between = between_shift(base, head, metric_of, count_threshold) or spread_shift(base, head, metric_of)
-    return PairNoise(history, between, rounds, moved)
+    return PairNoise(history, between, rounds, moved, unshared_drift(base, head, metric_of))
