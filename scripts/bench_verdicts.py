@@ -2,7 +2,7 @@
 and detection of injected slowdowns, against `asv compare --factor 1.1` on the same results.
 
     flock /tmp/benchkit-heavy.lock python3 scripts/bench_verdicts.py --smoke   # 2 builds, 2 benchmarks
-    flock /tmp/benchkit-heavy.lock python3 scripts/bench_verdicts.py           # ~30 min here
+    flock /tmp/benchkit-heavy.lock python3 scripts/bench_verdicts.py           # 30 min here
 
 Builds a wheel history in a work folder: the local torch wheel added `--aa` times to
 ``main`` (``benchkit history add --allow-duplicate``: identical builds, so every pair of
