@@ -196,9 +196,9 @@ def run_main_job(
     if len(todo) < len(main_commits):
         finished = len(main_commits) - len(todo)
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
+    # Profiles go under the machine asv records for (asv does not tell benchmarks).
+    env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
     if todo:
-        # Profiles go under the machine asv records for (asv does not tell benchmarks).
-        env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
         with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
             hashfile = Path(scratch) / "commits.txt"
             hashfile.write_text("".join(f"{c}\n" for c in todo))
@@ -209,8 +209,9 @@ def run_main_job(
 
     progress.step(4, "publishing the site")
     # Any other `asv run` on these results (e.g. `-b REGEX` or another suite selection) rewrites
-    # benchmarks.json, and asv publish draws graphs only for what it lists: rediscover first.
-    _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, check=False)
+    # benchmarks.json, and asv publish draws graphs only for what it lists: rediscover first,
+    # with the run's rounds, so that benchmarks.json says what was run.
+    _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, False, env)
     html_dir = publish(conf_path)
 
     progress.step(5, "what was measured, and what changed between the torch builds")
