@@ -113,10 +113,16 @@ def torch_build_id() -> str:
     (see `benchkit.history.wheels.patch_wheel`) is a different build too. Source
     builds have no RECORD and are told apart by version.py alone.
     """
+    package = torch_package_dir()
+    return "no-torch" if package is None else _build_id(package)
+
+
+def torch_package_dir() -> Path | None:
+    """The installed ``torch`` package's folder, found without importing torch."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
-        return "no-torch"
-    return _build_id(Path(next(iter(spec.submodule_search_locations))))
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 @functools.cache

@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from benchkit.history.results import ResultSet
-from benchkit.report.noise import build_shift, case_of
+from benchkit.report.noise import build_shift, case_of, round_drifts
 from benchkit.stats import MEDIAN_EFFICIENCY, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
@@ -157,7 +157,7 @@ def shifted_builds(history: Sequence[ResultSet], metric_of: Callable[[str], str]
     its wall-time points in the history are the machine's, not torch's."""
     found = []
     for result_set in history:
-        shift = build_shift(result_set, metric_of, result_set.commit[:8])
+        shift = build_shift(round_drifts(result_set, metric_of), result_set.commit[:8])
         if shift is not None:
             found.append((result_set.commit, shift.describe()))
     return found

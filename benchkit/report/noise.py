@@ -326,39 +326,41 @@ def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) ->
     return EnvShift(where, math.exp(middle), ups, downs, p)
 
 
-def build_shift(result_set: ResultSet, metric_of: Callable[[str], str], label: str) -> EnvShift | None:
-    """The later rounds against the earlier ones of every wall-time benchmark of one build."""
-    shifts, noise = [], []
-    for (name, _env), m in result_set.measurements.items():
-        if metric_of(name) != "wall_time" or not m.has_number:
-            continue
-        found = rounds_shift(m)
-        if found is not None:
-            shifts.append(found[0])
-            noise.append(found[1])
-    return (
-        common_shift(shifts, noise, f"within {label} (later rounds against earlier ones)") if shifts else None
-    )
+def round_drifts(result_set: ResultSet, metric_of: Callable[[str], str]) -> dict[Key, tuple[float, float]]:
+    """Per wall-time benchmark of one build: its later rounds against its earlier ones
+    (`rounds_shift`: log shift, standard error)."""
+    drifts = {}
+    for key, m in result_set.measurements.items():
+        if metric_of(key[0]) == "wall_time" and m.has_number:
+            found = rounds_shift(m)
+            if found is not None:
+                drifts[key] = found
+    return drifts
 
 
-def unshared_drift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], str]) -> EnvShift | None:
+def build_shift(drifts: Mapping[Key, tuple[float, float]], label: str) -> EnvShift | None:
+    """Most wall-time benchmarks of one build drifted the same way (`round_drifts`)."""
+    if not drifts:
+        return None
+    shifts, noise = zip(*drifts.values(), strict=True)
+    return common_shift(shifts, noise, f"within {label} (later rounds against earlier ones)")
+
+
+def unshared_drift(
+    base: Mapping[Key, tuple[float, float]], head: Mapping[Key, tuple[float, float]]
+) -> EnvShift | None:
     """A drift within a run that the two builds did not share: per wall-time benchmark, head's
-    later rounds against its earlier ones minus the same for base. Builds whose rounds asv
-    interleaved in one run drift alike (the difference is noise) and a comparison of their
-    rounds holds the drift in its spread; a build measured in a run of its own, e.g. with the
-    machine busy for part of it, does not share it, and its rounds are not the build's."""
-    shifts, noise = [], []
-    for key, after in head.measurements.items():
-        before = base.measurements.get(key)
-        if metric_of(key[0]) != "wall_time" or before is None or not (before.has_number and after.has_number):
-            continue
-        drift_before, drift_after = rounds_shift(before), rounds_shift(after)
-        if drift_before is None or drift_after is None:
-            continue
-        shifts.append(drift_after[0] - drift_before[0])
-        noise.append(math.hypot(drift_before[1], drift_after[1]))
-    where = "within head's run, not shared by base's (head's drift over base's)"
-    return common_shift(shifts, noise, where) if shifts else None
+    later rounds against its earlier ones minus the same for base (`round_drifts`). Builds
+    whose rounds asv interleaved in one run drift alike (the difference is noise) and a
+    comparison of their rounds holds the drift in its spread; a build measured in a run of its
+    own, e.g. with the machine busy for part of it, does not share it, and its rounds are not
+    the build's."""
+    both = [key for key in head if key in base]
+    if not both:
+        return None
+    shifts = [head[key][0] - base[key][0] for key in both]
+    noise = [math.hypot(head[key][1], base[key][1]) for key in both]
+    return common_shift(shifts, noise, "within head's run, not shared by base's (head's drift over base's)")
 
 
 def between_shift(
@@ -411,11 +413,12 @@ def pair_noise(
     metric_of: Callable[[str], str],
     count_threshold: float,
 ) -> PairNoise:
+    base_drifts, head_drifts = round_drifts(base, metric_of), round_drifts(head, metric_of)
     rounds = tuple(
         s
         for s in (
-            build_shift(base, metric_of, f"base {base.commit[:8]}"),
-            build_shift(head, metric_of, f"head {head.commit[:8]}"),
+            build_shift(base_drifts, f"base {base.commit[:8]}"),
+            build_shift(head_drifts, f"head {head.commit[:8]}"),
         )
         if s is not None
     )
@@ -425,4 +428,4 @@ def pair_noise(
         if metric_of(key[0]) == "wall_time"
     }
     between = between_shift(base, head, metric_of, count_threshold) or spread_shift(base, head, metric_of)
-    return PairNoise(history, between, rounds, moved, unshared_drift(base, head, metric_of))
+    return PairNoise(history, between, rounds, moved, unshared_drift(base_drifts, head_drifts))

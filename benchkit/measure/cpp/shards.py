@@ -45,7 +45,7 @@ from benchkit.measure.cpp.pch import (
     pch_header,
     worth_precompiling,
 )
-from benchkit.util import cache_dir, content_key, file_lock, torch_build_id
+from benchkit.util import cache_dir, content_key, file_lock, torch_build_id, torch_package_dir
 
 # Each translation unit pays ~20 CPU-s (~45 without a precompiled header) for
 # torch's headers however few functions it holds, and ~0.1 s per snippet on top:
@@ -124,11 +124,10 @@ def callgrind_header() -> Path:
     every benchmark process and every ``setup_cache`` asks for it, and importing
     ``torch.utils.benchmark`` for it took 0.1 s per process (and torch itself where it
     was not imported yet)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
+    package = torch_package_dir()
+    if package is None:
         raise UserError("torch is not installed: C++ cases need its headers")
-    package = Path(next(iter(spec.submodule_search_locations))).resolve()
-    return package / "utils" / "benchmark" / "utils" / "valgrind_wrapper" / "callgrind.h"
+    return package.resolve() / "utils" / "benchmark" / "utils" / "valgrind_wrapper" / "callgrind.h"
 
 
 @dataclasses.dataclass(frozen=True)
