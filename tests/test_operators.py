@@ -165,11 +165,15 @@ def test_quantiles_and_csv_like_operatorbench() -> None:
     assert summary is not None
     assert summary.speedup_quantiles == ((pytest.approx(1.8), pytest.approx(3.0), pytest.approx(4.2)),)
     assert summary.mean_seconds == (3.0, 1.0) and summary.measured == 5 and summary.failed == 1
-    text = op_summary.render_csv([summary], op_summary.summary_backend_names(backends))
+    text = op_summary.render_csv(
+        [summary], op_summary.summary_backend_names(backends), device="cuda", statistic="median of repeats"
+    )
     rows = list(csv.reader(text.splitlines()))
-    assert rows[0] == ["operator", "inductor 20th", "inductor 50th", "inductor 80th", "elapsed", "eager abs",
-                       "inductor abs"]  # fmt: skip
+    # operatorbench's columns first, in its order; benchkit's after them.
+    assert rows[0] == ["Operator", "inductor 20th", "inductor 50th", "inductor 80th", "elapsed", "eager abs",
+                       "inductor abs", "inputs", "failed", "device", "statistic"]  # fmt: skip
     assert rows[1][:4] == ["aten.x.default", "1.800000", "3.000000", "4.200000"]
+    assert rows[1][-4:] == ["5", "1", "cuda", "median of repeats"]
     assert op_summary.summarize("aten.x.default", results[-1:], backends, 1.0) is None
 
 
@@ -256,10 +260,13 @@ def test_cli_writes_operatorbench_csv(
     assert code == 0
     csv_path = tmp_path / "operatorbench_my_model_float32.csv"
     assert f"Wrote {csv_path}" in out
+    assert "Timing: CPU, 1 thread(s), fastest round of 2; speedup = eager / compiled time" in out
     assert "Skipping aten.masked_fill_.Scalar: input generator NYI" in out
     rows = list(csv.DictReader(csv_path.read_text().splitlines()))
-    assert [row["operator"] for row in rows] == ["aten.nll_loss_forward.default", "aten.relu.default"]
+    assert [row["Operator"] for row in rows] == ["aten.nll_loss_forward.default", "aten.relu.default"]
     assert all(float(row["inductor 50th"]) > 0 and float(row["eager abs"]) > 0 for row in rows)
+    columns = {(row["device"], row["statistic"], row["inputs"]) for row in rows}
+    assert columns == {("cpu", "fastest round", "1")}
 
 
 def test_cli_errors_are_one_line(

@@ -534,7 +534,11 @@ def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Pat
     headers = browser.evaluate(
         "[...document.querySelectorAll('section.ops:not(.hidden) th')].map(t => t.textContent)"
     )
-    assert headers[:5] == ["operator", "inputs", "speedup p20", "p50", "p80"]
+    assert headers[:6] == ["operator", "device", "inputs", "speedup p20", "p50", "p80"]
+    devices = browser.evaluate(
+        "[...document.querySelectorAll('section.ops:not(.hidden) tbody tr')].map(r => r.cells[1].textContent)"
+    )
+    assert devices == ["cpu", "cpu"]
     rows = browser.evaluate("document.querySelectorAll('section.ops:not(.hidden) tbody tr').length")
     assert rows == 2  # the synthetic history's operators at 60 benchmarks
     # Every operator's history is drawn: one point per commit, plus the marker of this commit.
@@ -554,10 +558,10 @@ def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Pat
     # Sort by median speedup, descending on the second click.
     medians = browser.evaluate(
         """(() => {
-        const th = document.querySelectorAll('section.ops:not(.hidden) th')[3];
+        const th = document.querySelectorAll('section.ops:not(.hidden) th')[4];
         th.click(); th.click();
         return [...document.querySelectorAll('section.ops:not(.hidden) tbody tr')]
-            .map(r => Number(r.cells[3].dataset.v));
+            .map(r => Number(r.cells[4].dataset.v));
     })()"""
     )
     assert medians == sorted(medians, reverse=True)

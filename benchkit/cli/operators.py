@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,8 +134,15 @@ def register(subparsers: Any) -> None:
         "--repeats",
         type=int,
         default=DEFAULT_ROUNDS,
-        help="timing rounds per input, eager and compiled interleaved; the fastest round is kept "
-        f"(default: {DEFAULT_ROUNDS})",
+        help="timing rounds per input, eager and compiled interleaved; on the CPU the fastest round "
+        f"is kept, on CUDA the median (operatorbench's statistic) (default: {DEFAULT_ROUNDS})",
+    )
+    parser.add_argument(
+        "--no-cudagraphs",
+        dest="cudagraphs",
+        action="store_false",
+        help="CUDA: call eager and compiled directly instead of replaying CUDA graphs, so kernel "
+        "launch overhead is part of both times (default: CUDA graphs, as operatorbench)",
     )
     parser.add_argument(
         "--inductor-config",
@@ -202,6 +210,7 @@ def run_command(args: argparse.Namespace) -> int:
         backends=backends,
         profile=args.profile,
         threads=args.threads,
+        cudagraphs=args.cudagraphs,
     )
     torch.set_float32_matmul_precision("high")
 
@@ -215,17 +224,21 @@ def run_command(args: argparse.Namespace) -> int:
     progress.set_postfix_str("warming up the compiler")
     warm_up_s = warm_up_compiler(options)
     progress.clear()
+    print(f"Timing: {options.method}; speedup = eager / compiled time, per input")
     print(f"Compiler warm-up (once per process, not charged to any operator): {warm_up_s:.1f}s")
     summaries: list[OperatorSummary] = []
     failures = 0
-    atomic_write_text(csv_path, render_csv(summaries, names))  # always written, even if all skip
+    csv_text = functools.partial(
+        render_csv, backend_names=names, device=device, statistic=options.statistic.value
+    )
+    atomic_write_text(csv_path, csv_text(summaries))  # always written, even if all skip
     for name, items in plan:
         with _profiler(name, options, args.profile_dir):
             reason, results, elapsed = measure_operator(name, items, options, progress=progress)
         progress.clear()
         _report_operator(name, reason, results, elapsed, backends, summaries)
         failures += sum(not r.ok for r in results)
-        atomic_write_text(csv_path, render_csv(summaries, names))
+        atomic_write_text(csv_path, csv_text(summaries))
     progress.close()
     print(f"Wrote {csv_path}")
     return 1 if failures else 0

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit.measure.operators.naming import is_operator_benchmark
+
 METRICS = ("wall time", "instruction counts", "operator timings", "other")
 STATES = ("measured", "failed", "skipped", "missing")
 
@@ -32,7 +34,7 @@ STATES = ("measured", "failed", "skipped", "missing")
 def metric_of(name: str) -> str:
     """The metric a benchmark belongs to, from its asv name ``module.Class.method``."""
     method = name.split("(", 1)[0].rsplit(".", 1)[-1]
-    if name.startswith("operators."):
+    if is_operator_benchmark(name):
         return "operator timings"
     if method == "time_wall" or method.startswith("time_"):
         return "wall time"

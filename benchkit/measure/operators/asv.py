@@ -28,17 +28,12 @@ from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
+from benchkit.measure.operators.naming import METHODS
 from benchkit.measure.operators.suite import measure_suite
 from benchkit.measure.operators.timing import MeasureOptions, configure_inductor_cache
 from benchkit.measure.operators.workload import asv_workload, input_labels
 from benchkit.util import atomic_write_json, cache_dir, child_env, content_key, progress_bar, torch_build_id
 
-METHODS = (
-    "track_compiled_over_eager",
-    "track_eager_seconds",
-    "track_compiled_seconds",
-    "track_compile_seconds",
-)
 _KEEP_SECONDS = 2 * 24 * 3600  # reuse files of asv commands older than this are removed
 
 
@@ -70,18 +65,21 @@ def _prune(folder: Any) -> None:
             pass
 
 
-def setup_cache(inputs: dict[str, Sequence[str]], class_names: dict[str, str], module: str) -> dict[str, Any]:
-    """Time the selected operators, or return this asv command's earlier timing of them."""
+def setup_cache(
+    inputs: dict[str, Sequence[str]], class_names: dict[str, str], module: str, device: str = "cpu"
+) -> dict[str, Any]:
+    """Time the selected operators on ``device``, or return this asv command's earlier timing
+    of them. Without that device the result says so (``no_device``) and nothing is timed."""
     invocation = asv_selection.current_invocation()
     regexes = invocation.regexes if invocation else None
     operators = selected_operators(inputs, class_names, module, regexes)
-    print(f"operators: {len(operators)} of {len(inputs)} operator(s) selected", flush=True)
+    print(f"operators ({device}): {len(operators)} of {len(inputs)} operator(s) selected", flush=True)
     if not operators:
         return {"operators": {}, "selected_operators": 0, "reused": False}
     folder = cache_dir("operators", "asv-commands")
     reuse = None
     if invocation is not None:
-        reuse = folder / f"{content_key(invocation.identity, torch_build_id(), *operators)}.json"
+        reuse = folder / f"{content_key(invocation.identity, torch_build_id(), device, *operators)}.json"
         try:
             data = json.loads(reuse.read_text())
         except (OSError, ValueError):
@@ -89,7 +87,7 @@ def setup_cache(inputs: dict[str, Sequence[str]], class_names: dict[str, str], m
         else:
             print("operators: reusing this asv command's timing from an earlier round", flush=True)
             return {**data, "reused": True}
-    data = measure_default_set_for_asv(operators if len(operators) < len(inputs) else None)
+    data = measure_default_set_for_asv(operators if len(operators) < len(inputs) else None, device)
     data["selected_operators"] = len(operators)
     if reuse is not None:
         _prune(folder)
@@ -99,9 +97,16 @@ def setup_cache(inputs: dict[str, Sequence[str]], class_names: dict[str, str], m
 
 ASV_PROCESSES = 3
 ASV_ROUNDS_PER_PROCESS = 12
+# CUDA: operatorbench's median of repeats per process; two processes, because one
+# process's kernels and buffers are placed once for its lifetime there too.
+ASV_CUDA_PROCESSES = 2
+ASV_CUDA_REPEATS_PER_PROCESS = 10
+NO_CUDA_DEVICE = "no CUDA device"
 
 
-def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[str, Any]:
+def measure_default_set_for_asv(
+    operators: Sequence[str] | None = None, device: str = "cpu"
+) -> dict[str, Any]:
     """The asv ``setup_cache`` body: measure the default set, as plain picklable data.
 
     The default set is timed in ``ASV_PROCESSES`` fresh processes one after
@@ -124,15 +129,30 @@ def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[
     started = time.perf_counter()
     cold = os.environ.get("BENCHKIT_INDUCTOR_COLD", "") not in ("", "0")
     cache = configure_inductor_cache(cold=cold)  # the timing processes inherit it
-    processes = int(os.environ.get("BENCHKIT_OPERATOR_PROCESSES") or ASV_PROCESSES)
-    rounds = int(os.environ.get("BENCHKIT_OPERATOR_ROUNDS") or ASV_ROUNDS_PER_PROCESS)
+    cuda = device == "cuda"
+    processes = int(
+        os.environ.get("BENCHKIT_OPERATOR_PROCESSES") or (ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES)
+    )
+    rounds = int(
+        os.environ.get("BENCHKIT_OPERATOR_ROUNDS")
+        or (ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS)
+    )
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="benchkit-operators-") as scratch:
         for index in range(processes):
-            print(f"operators: timing process {index + 1}/{processes}", file=sys.stderr, flush=True)
+            print(
+                f"operators ({device}): timing process {index + 1}/{processes}", file=sys.stderr, flush=True
+            )
             out = Path(scratch) / f"process{index}.json"
-            command = ["-m", "benchkit.measure.operators.asv", "--time-default-set", str(rounds), str(out)]
+            command = [
+                "-m",
+                "benchkit.measure.operators.asv",
+                "--time-default-set",
+                str(rounds),
+                str(out),
+                device,
+            ]
             if operators is not None:
                 command.append(",".join(operators))
             completed = subprocess.run([sys.executable, *command], check=False, env=child_env())
@@ -140,10 +160,18 @@ def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[
                 runs.append(json.loads(out.read_text()))
             else:
                 failures.append(f"timing process {index + 1} exited with status {completed.returncode}")
+            if runs and runs[0].get("no_device"):
+                print(
+                    f"operators ({device}): {runs[0]['no_device']}: nothing timed",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                return {"operators": {}, "no_device": runs[0]["no_device"], "device": device}
     if not runs:
         raise RuntimeError("operators: every timing process failed: " + "; ".join(failures))
     data = _combine_processes(runs)
     data.update(
+        device=device,
         inductor_cache=str(cache),
         cold=cold,
         processes=len(runs),
@@ -156,10 +184,19 @@ def measure_default_set_for_asv(operators: Sequence[str] | None = None) -> dict[
     return data
 
 
-def _time_default_set(rounds: int, operators: Sequence[str] | None = None) -> dict[str, Any]:
-    """One timing process of `measure_default_set_for_asv`: every input of the chosen operators."""
+def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None = None) -> dict[str, Any]:
+    """One timing process of `measure_default_set_for_asv`: every input of the chosen operators.
+
+    On CUDA the inputs keep their recorded dtypes (the CUDA set holds float16 and float32
+    calls); on the CPU they are float32."""
     configure_inductor_cache()  # the parent's choice, from the environment
-    workload = asv_workload()
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            return {"no_device": NO_CUDA_DEVICE}
+        torch.set_float32_matmul_precision("high")  # as `benchkit operators` and operatorbench
+    workload = asv_workload(device)
     if operators is not None:
         unknown = sorted(set(operators) - set(workload.operators))
         if unknown:
@@ -167,8 +204,16 @@ def _time_default_set(rounds: int, operators: Sequence[str] | None = None) -> di
         workload = dataclasses.replace(
             workload, operators=tuple(o for o in workload.operators if o in operators)
         )
-    suite = measure_suite(workload, MeasureOptions(repeats=rounds), progress=progress_bar(0, "input"))
-    data: dict[str, Any] = {"warm_up_s": suite.warm_up_s, "elapsed_s": suite.elapsed_s, "operators": {}}
+    options = MeasureOptions(
+        device=device, repeats=rounds, dtype="recorded" if device == "cuda" else "float32"
+    )
+    suite = measure_suite(workload, options, progress=progress_bar(0, "input"))
+    data: dict[str, Any] = {
+        "warm_up_s": suite.warm_up_s,
+        "elapsed_s": suite.elapsed_s,
+        "method": options.method,
+        "operators": {},
+    }
     for name in workload.operators:
         if name in suite.skipped:
             data["operators"][name] = {"skip": suite.skipped[name]}
@@ -201,6 +246,7 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     combined: dict[str, Any] = {
         "warm_up_s": first["warm_up_s"],
         "process_elapsed_s": [run["elapsed_s"] for run in runs],
+        "method": first.get("method"),
         "operators": {},
     }
     for name, entry in first["operators"].items():
@@ -223,11 +269,16 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    # python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json: one timing
-    # process of measure_default_set_for_asv (not a user command: see `benchkit operators`).
-    if len(sys.argv) not in (4, 5) or sys.argv[1] != "--time-default-set":
+    # python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json DEVICE: one
+    # timing process of measure_default_set_for_asv (not a user command: see `benchkit operators`).
+    if (
+        len(sys.argv) not in (5, 6)
+        or sys.argv[1] != "--time-default-set"
+        or sys.argv[4] not in ("cpu", "cuda")
+    ):
         sys.exit(
-            "usage: python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json [OP,OP...]"
+            "usage: python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json "
+            "cpu|cuda [OP,OP...]"
         )
-    chosen = sys.argv[4].split(",") if len(sys.argv) == 5 and sys.argv[4] else None
-    atomic_write_json(sys.argv[3], _time_default_set(int(sys.argv[2]), chosen))
+    chosen = sys.argv[5].split(",") if len(sys.argv) == 6 and sys.argv[5] else None
+    atomic_write_json(sys.argv[3], _time_default_set(int(sys.argv[2]), sys.argv[4], chosen))

@@ -50,16 +50,24 @@ def summarize(
 
 
 def csv_header(backend_names: Sequence[str]) -> list[str]:
+    """operatorbench's columns first and in its order (``Operator``, then each backend's
+    20th/50th/80th percentile speedup), benchkit's after them."""
     percentiles = [f"{q * 100:.0f}th" for q in QUANTILES]
     return [
-        "operator",
+        "Operator",
         *[f"{name} {p}" for name, p in itertools.product(backend_names, percentiles)],
         "elapsed",
         *[f"{name} abs" for name in ("eager", *backend_names)],
+        "inputs",
+        "failed",
+        "device",
+        "statistic",
     ]
 
 
-def render_csv(summaries: Sequence[OperatorSummary], backend_names: Sequence[str]) -> str:
+def render_csv(
+    summaries: Sequence[OperatorSummary], backend_names: Sequence[str], *, device: str, statistic: str
+) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(csv_header(backend_names))
@@ -69,6 +77,7 @@ def render_csv(summaries: Sequence[OperatorSummary], backend_names: Sequence[str
             row += [f"{low:.6f}", f"{mid:.6f}", f"{high:.6f}"]
         row.append(f"{summary.elapsed_s:.1f}")
         row += [f"{seconds:.8f}" for seconds in summary.mean_seconds]
+        row += [str(summary.measured), str(summary.failed), device, statistic]
         writer.writerow(row)
     return buffer.getvalue()
 

@@ -1,10 +1,11 @@
-"""Timing one operator's inputs, eager against compiled, interleaved and repeatable on CPU;
-CUDA timed with events."""
+"""Timing one operator's inputs, eager against compiled: interleaved rounds on fresh inputs
+on the CPU; on CUDA operatorbench's method (CUDA graphs, inductor's GPU benchmarker, median)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import enum
 import functools
 import gc
 import logging
@@ -51,6 +52,16 @@ class Backend:
     config_patches: Mapping[str, Any] = field(default_factory=dict)
 
 
+class Statistic(enum.Enum):
+    """How an input's per-round times become its figure, per device."""
+
+    FASTEST_ROUND = "fastest round"  # CPU: noise only ever adds time
+    MEDIAN_OF_REPEATS = "median of repeats"  # CUDA: operatorbench's statistic
+
+    def combine(self, samples: Sequence[float]) -> float:
+        return min(samples) if self is Statistic.FASTEST_ROUND else statistics.median(samples)
+
+
 @dataclass(frozen=True)
 class MeasureOptions:
     device: str = "cpu"
@@ -62,6 +73,21 @@ class MeasureOptions:
     sample_window_s: float = 0.02
     profile: bool = False
     threads: int = 1
+    # CUDA: eager and compiled each replayed from a CUDA graph (operatorbench's method:
+    # kernel time alone); False times the launches too.
+    cudagraphs: bool = True
+
+    @property
+    def statistic(self) -> Statistic:
+        return Statistic.MEDIAN_OF_REPEATS if self.device == "cuda" else Statistic.FASTEST_ROUND
+
+    @property
+    def method(self) -> str:
+        """The timing method in words, for output beside the figures."""
+        if self.device != "cuda":
+            return f"CPU, {self.threads} thread(s), {self.statistic.value} of {self.repeats}"
+        graphs = "in CUDA graphs" if self.cudagraphs else "without CUDA graphs (launches included)"
+        return f"CUDA {graphs}, inductor's benchmark_gpu per repeat, {self.statistic.value} of {self.repeats}"
 
     def torch_dtype(self) -> Any:
         import torch
@@ -71,7 +97,7 @@ class MeasureOptions:
 
 @dataclass(frozen=True)
 class InputMeasurement:
-    """Eager and compiled seconds per call (fastest round) for one logged input."""
+    """Eager and compiled seconds per call (`MeasureOptions.statistic` over rounds) for one input."""
 
     operator: str
     label: str
@@ -233,6 +259,9 @@ class _Prepared:
     models: list[Callable[..., Any]]  # eager graph module first, then one per backend
     compile_s: tuple[float, ...]
     accuracy: str | None
+    # CUDA: the inputs, made on the device once per input and process (the models'
+    # CUDA graphs are bound to them); None on the CPU, where every round makes new ones.
+    device_inputs: list[Any] | None = None
     rounds: list[list[float]] = field(default_factory=list)
 
 
@@ -259,25 +288,36 @@ def _prepare(index: int, operator: Any, item: OperatorInput, options: MeasureOpt
     accuracy = None
     if options.accuracy_checking:
         accuracy = "; ".join(_check_accuracy(operator, item, options, gm, model) for model in models[1:])
-    return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy)
+    if options.device != "cuda":
+        return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy)
+    if options.cudagraphs:
+        from torch._dynamo.backends.cudagraphs import cudagraphs_inner
+
+        # Replays read and write the very tensors captured: no copies, as operatorbench.
+        models = [cudagraphs_inner(m, gm_args, copy_outputs=False, copy_inputs=False) for m in models]
+    return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy, list(gm_args))
 
 
 def _time_round(prepared: _Prepared, options: MeasureOptions) -> list[float]:
-    """One sample per model, on freshly made inputs (same values, new memory).
+    """One sample per model.
 
-    Where a tensor lands in memory shifts a small op's time by several percent
-    (alignment, page faults on fresh pages); new inputs each round let the
-    fastest-round statistic see many placements instead of one per process.
+    CPU: on freshly made inputs (same values, new memory). Where a tensor lands
+    in memory shifts a small op's time by several percent (alignment, page
+    faults on fresh pages); new inputs each round let the fastest-round
+    statistic see many placements instead of one per process. CUDA: on the
+    inputs made once (`_prepare`); making gigabytes anew every round cost ten
+    times the timing itself, and the GPU benchmarker flushes the L2 cache
+    before each call anyway.
     """
-    graph_inputs = _fresh_graph_inputs(prepared.operator, prepared.item, options)
-    calls = [functools.partial(model, *graph_inputs) for model in prepared.models]
-    if options.device == "cuda":
+    if prepared.device_inputs is not None:
         # As operatorbench: each round times every model back to back.
         seconds = []
-        for index, call in enumerate(calls):
+        for index, model in enumerate(prepared.models):
             with _record_function(f"model_{index}", options.profile):
-                seconds.append(_seconds_cuda(call))
+                seconds.append(_seconds_cuda(functools.partial(model, *prepared.device_inputs)))
         return seconds
+    graph_inputs = _fresh_graph_inputs(prepared.operator, prepared.item, options)
+    calls = [functools.partial(model, *graph_inputs) for model in prepared.models]
     return _median_seconds_cpu(calls, options.sample_window_s)
 
 
@@ -330,9 +370,11 @@ def measure_inputs(
     one sample of every input, so the rounds of one input are spread over the
     whole measurement instead of bunched together: a burst of load from
     elsewhere on the machine lands in one round of many inputs rather than in
-    every round of one input. Per model the fastest round is kept (noise only
-    ever adds time), so results depend on the machine's quiet moments, not on
-    how busy it was on average. Failures become error results; the rest go on.
+    every round of one input. Per model the rounds are combined by the
+    device's `Statistic`: on the CPU the fastest round (noise only ever adds
+    time, so results depend on the machine's quiet moments, not on how busy it
+    was on average), on CUDA operatorbench's median. Failures become error
+    results; the rest go on.
     """
     _keep_allocations_off_fresh_pages()
     results: list[InputMeasurement | None] = [None] * len(pairs)
@@ -362,7 +404,7 @@ def measure_inputs(
                 if progress is not None:
                     progress.update(1)
     for entry in prepared:
-        best = [min(samples) for samples in zip(*entry.rounds, strict=True)]
+        best = [options.statistic.combine(samples) for samples in zip(*entry.rounds, strict=True)]
         results[entry.index] = InputMeasurement(
             str(entry.operator),
             entry.item.label,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
+from benchkit.measure.operators.gpu_models import GPU_LOG_DIR
 from benchkit.measure.operators.index_inputs import has_rule
 from benchkit.measure.operators.inputs import OperatorInput
 from benchkit.measure.operators.log_format import OperatorLog, load_log, load_logs
@@ -45,6 +46,32 @@ DEFAULT_OPERATORS: tuple[str, ...] = (
 # then the largest (most work): the calls whose speed matters.
 DEFAULT_INPUTS_PER_OPERATOR = 3
 
+# The operator set the asv suite measures on CUDA (`--suite cuda-default`): the same kinds
+# of operator, on inputs of the sizes a GPU trains (`gpu_models`: a BERT-base encoder
+# with its 30522-word head, a ResNet-50 first stage at batch 64), recorded in float16
+# and float32.
+CUDA_DEFAULT_OPERATORS: tuple[str, ...] = (
+    "aten._log_softmax.default",
+    "aten._log_softmax_backward_data.default",
+    "aten._softmax.default",
+    "aten._softmax_backward_data.default",
+    "aten.add.Tensor",
+    "aten.addmm.default",
+    "aten.bmm.default",
+    "aten.gelu.default",
+    "aten.gelu_backward.default",
+    "aten.max_pool2d_with_indices_backward.default",
+    "aten.mean.dim",
+    "aten.mm.default",
+    "aten.native_batch_norm.default",
+    "aten.native_batch_norm_backward.default",
+    "aten.native_layer_norm.default",
+    "aten.native_layer_norm_backward.default",
+    "aten.relu.default",
+    "aten.sum.dim_IntList",
+    "aten.threshold_backward.default",
+)
+
 
 # Ops whose random inputs are not valid (index tensors, targets): operatorbench's list.
 _INPUT_GENERATOR_NYI = (
@@ -56,7 +83,7 @@ _INPUT_GENERATOR_NYI = (
     "embedding",
 )
 OPERATOR_LOGS_ENV = "BENCHKIT_OPERATOR_LOGS"
-SUITE_NAMES = ("default", "models", *MODELS)
+SUITE_NAMES = ("default", "cuda-default", "models", *MODELS)
 _PYTORCH_SUITES = ("timm", "huggingface", "torchbench")
 
 
@@ -68,13 +95,25 @@ class Workload:
     log: OperatorLog
     operators: tuple[str, ...]  # the operators `--op all` means, in run order
     inputs_per_operator: int | None = None  # cap applied by the default suite
+    # The cap applies per dtype of the call (the CUDA set: the top input in float16 and in float32).
+    per_dtype: bool = False
 
     def inputs(
         self, operator: str, *, start_idx: int = 0, max_samples: int | None = None
     ) -> list[OperatorInput]:
         items = self.log.inputs_for(operator)
         if self.inputs_per_operator is not None:
-            items = rank_inputs(items)[: self.inputs_per_operator]
+            ranked = rank_inputs(items)
+            if self.per_dtype:
+                kept: dict[str, int] = {}
+                items = []
+                for item in ranked:
+                    dtype = _main_dtype(item)
+                    if kept.get(dtype, 0) < self.inputs_per_operator:
+                        kept[dtype] = kept.get(dtype, 0) + 1
+                        items.append(item)
+            else:
+                items = ranked[: self.inputs_per_operator]
         end = None if max_samples is None else start_idx + max_samples
         return items[start_idx:end]
 
@@ -86,6 +125,12 @@ def rank_inputs(items: Sequence[OperatorInput]) -> list[OperatorInput]:
         return sum(math.prod(t.shape) for t in item.tensors)
 
     return sorted(items, key=lambda item: (-item.count, -elements(item)))
+
+
+def _main_dtype(item: OperatorInput) -> str:
+    """The dtype of the call's first tensor: what a float16 or float32 recording made it."""
+    tensors = item.tensors
+    return getattr(tensors[0], "dtype", "") if tensors else ""
 
 
 def input_labels(items: Sequence[OperatorInput]) -> list[str]:
@@ -104,17 +149,21 @@ def bundled_logs() -> list[Path]:
 
 def load_suite(suite: str) -> Workload:
     """A bundled suite name, or a directory of logs (e.g. PyTorch's operator_inp_logs/timm_train)."""
-    if suite in ("default", "models"):
-        log = load_logs(bundled_logs())
+    if suite in ("default", "cuda-default", "models"):
+        gpu = suite == "cuda-default"
+        log = load_logs(sorted(GPU_LOG_DIR.glob("*.txt")) if gpu else bundled_logs())
         if suite == "models":
             return Workload(suite, log, tuple(sorted(log.operators)))
-        missing = [op for op in DEFAULT_OPERATORS if not log.inputs_for(op)]
+        operators = CUDA_DEFAULT_OPERATORS if gpu else DEFAULT_OPERATORS
+        missing = [op for op in operators if not log.inputs_for(op)]
         if missing:
             raise UserError(
-                f"default operator set: no bundled inputs for {', '.join(missing)} "
-                f"(regenerate the logs with `python scripts/record_operator_logs.py`)"
+                f"{suite} operator set: no bundled inputs for {', '.join(missing)} (regenerate the logs "
+                f"with `python scripts/record_operator_logs.py{' --gpu' if gpu else ''}`)"
             )
-        return Workload(suite, log, DEFAULT_OPERATORS, DEFAULT_INPUTS_PER_OPERATOR)
+        if gpu:  # the most-called input in each recorded dtype
+            return Workload(suite, log, operators, 1, per_dtype=True)
+        return Workload(suite, log, operators, DEFAULT_INPUTS_PER_OPERATOR)
     if suite in MODELS:
         log = load_log(BUNDLED_LOG_DIR / f"{suite}.txt")
         return Workload(suite, log, tuple(sorted(log.operators)))
@@ -142,16 +191,17 @@ def log_files(folder: Path, what: str) -> list[Path]:
     return files
 
 
-def asv_workload() -> Workload:
-    """What the asv operator suite measures: the default set, or the logs named by
-    ``BENCHKIT_OPERATOR_LOGS`` (files or folders, separated by ``os.pathsep``).
+def asv_workload(device: str = "cpu") -> Workload:
+    """What the asv operator suite measures on ``device``: its default set (``default`` on
+    the CPU, ``cuda-default`` on CUDA), or the logs named by ``BENCHKIT_OPERATOR_LOGS``
+    (files or folders, separated by ``os.pathsep``) on every device.
 
     A user's logs are measured like the default set: every logged operator, its
     ``DEFAULT_INPUTS_PER_OPERATOR`` most-called (then largest) inputs.
     """
     setting = os.environ.get(OPERATOR_LOGS_ENV, "").strip()
     if not setting:
-        return load_suite("default")
+        return load_suite("cuda-default" if device == "cuda" else "default")
     files: list[Path] = []
     for entry in filter(None, (part.strip() for part in setting.split(os.pathsep))):
         path = Path(entry).expanduser()

@@ -24,6 +24,7 @@ from benchkit.history.results import (
     result_machines,
     unrolled_results,
 )
+from benchkit.measure.operators import naming as operator_naming
 from benchkit.report import check, check_config
 from benchkit.stats import quantiles
 
@@ -34,7 +35,6 @@ CHANGED_STATUSES = (*check.FAILS_GATE, "improvement", "fixed")
 # Also listed, after them: can't tell where the observed change reached the threshold
 # (what a fixed threshold would have flagged), with the MDC that hides it.
 LISTED_ORDER = (*CHANGED_STATUSES, "can't tell")
-OPERATOR_MODULE = "operators"
 OPERATOR_METRICS = {
     "track_compiled_over_eager": "ratio",
     "track_eager_seconds": "eager_s",
@@ -139,10 +139,12 @@ def _benchmark_infos(conf: Any) -> dict[str, BenchmarkInfo]:
 
 
 def _operator_pretty_name(key: str) -> str | None:
-    parts = key.split(".")
-    if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
+    parsed = operator_naming.parse(key)
+    if parsed is None:
         return None
-    return f"{_operator_names().get(parts[1], parts[1])} [{parts[2]}]"
+    operator = _operator_names().get(parsed.class_name, parsed.class_name)
+    on_device = "" if parsed.device == "cpu" else f" on {parsed.device.upper()}"
+    return f"{operator}{on_device} [{parsed.method}]"
 
 
 def _combos(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
@@ -350,6 +352,7 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
 @dataclasses.dataclass(frozen=True)
 class OperatorRow:
     operator: str
+    device: str  # cpu / cuda: the benchmark module's (`benchkit.measure.operators.naming`)
     inputs: int
     failed: int
     speedups: tuple[float, float, float] | None  # 20/50/80th percentile of eager/compiled
@@ -360,33 +363,34 @@ class OperatorRow:
 
 @functools.cache
 def _operator_names() -> dict[str, str]:
-    """asv class name -> operator name (the class name is the name with dots made underscores)."""
+    """asv class name -> operator name, for the operators of both default sets."""
     try:
-        from benchkit.measure.operators.workload import DEFAULT_OPERATORS
+        from benchkit.measure.operators.workload import CUDA_DEFAULT_OPERATORS, DEFAULT_OPERATORS
     except ImportError:
         return {}
-    return {op.replace(".", "_"): op for op in DEFAULT_OPERATORS}
+    return {operator_naming.class_name(op): op for op in (*DEFAULT_OPERATORS, *CUDA_DEFAULT_OPERATORS)}
 
 
 def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]) -> list[OperatorRow]:
     """operatorbench's summary of one commit from the per-input asv results."""
     names = _operator_names()
     several_envs = len({env for _, env in result_set.measurements}) > 1
-    values: dict[str, dict[tuple[str, ...], dict[str, float | None]]] = {}
+    values: dict[tuple[str, str], dict[tuple[str, ...], dict[str, float | None]]] = {}
     for (name, env), measurement in result_set.measurements.items():
         info = benchmarks.get(name)
-        key = info.key if info else name.split("(")[0]
-        parts = key.split(".")
-        if len(parts) != 3 or parts[0] != OPERATOR_MODULE or parts[2] not in OPERATOR_METRICS:
+        parsed = operator_naming.parse(info.key if info else name)
+        if parsed is None:
             continue
-        operator = names.get(parts[1], parts[1]) + (f" [{env}]" if several_envs else "")
+        operator = names.get(parsed.class_name, parsed.class_name) + (f" [{env}]" if several_envs else "")
         combo = info.params if info else (name,)
         value = measurement.value
         if value is not None and isinstance(value, float) and math.isnan(value):
-            continue  # skipped (e.g. an op inductor falls back on)
-        values.setdefault(operator, {}).setdefault(combo, {})[OPERATOR_METRICS[parts[2]]] = value
+            continue  # skipped (an op inductor falls back on; no CUDA device on this machine)
+        values.setdefault((parsed.device, operator), {}).setdefault(combo, {})[
+            OPERATOR_METRICS[parsed.method]
+        ] = value
     rows = []
-    for operator, inputs in sorted(values.items()):
+    for (device, operator), inputs in sorted(values.items()):
         ok = [v for v in inputs.values() if v.get("ratio") and v.get("eager_s") and v.get("compiled_s")]
 
         def mean(field: str, ok: list[dict[str, float | None]] = ok) -> float | None:
@@ -397,6 +401,7 @@ def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]
         rows.append(
             OperatorRow(
                 operator,
+                device,
                 len(inputs),
                 len(inputs) - len(ok),
                 speedups,

@@ -398,6 +398,7 @@ def _operator_row(row: OperatorRow, symbol: str | None, marker: tuple[str, str] 
     ]
     return {
         "operator": row.operator,
+        "device": row.device,
         "inputs": row.inputs,
         "failed": row.failed,
         "speedups": speedups,
@@ -418,17 +419,20 @@ def render_operators(data: SiteData) -> str:
         for commit, rows in tables.items():
             for row in rows:
                 if row.speedups:
-                    history.setdefault(row.operator, []).append((data.builds[commit], row.speedups[1]))
+                    history.setdefault(f"{row.device}-{row.operator}", []).append(
+                        (data.builds[commit], row.speedups[1])
+                    )
         coords = {}
-        for operator, points in history.items():
-            symbol, coords[operator] = _sparkline(slug(f"spark-{machine}-{operator}"), points)
+        for series, points in history.items():
+            symbol, coords[series] = _sparkline(slug(f"spark-{machine}-{series}"), points)
             symbols.append(symbol)
         for commit, rows in tables.items():
             build = data.builds[commit]
             view_rows = []
             for row in rows:
-                spark = coords.get(row.operator)
-                symbol_id = slug(f"spark-{machine}-{row.operator}") if spark else None
+                series = f"{row.device}-{row.operator}"
+                spark = coords.get(series)
+                symbol_id = slug(f"spark-{machine}-{series}") if spark else None
                 view_rows.append(_operator_row(row, symbol_id, spark.get(commit) if spark else None))
             anchor = slug(f"ops-{machine}-{build.short}")
             sections.append({"anchor": anchor, "machine": machine, "build": build, "rows": view_rows})

@@ -1,0 +1,230 @@
+"""The CUDA side of the operator benchmarks, checked on a machine without a GPU: the dtype
+rule, how inputs are made per device, the statistic per device, the CUDA default set and
+its bundled logs, the device in benchmark names and on the site, and the skip record
+that a machine without CUDA leaves in asv's results (through real asv)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchkit.measure.operators import asv as op_asv
+from benchkit.measure.operators import naming
+from benchkit.measure.operators import timing as op_timing
+from benchkit.measure.operators import workload as op_workload
+from benchkit.measure.operators.gpu_models import GPU_MODELS, RECORDED_DTYPES, gpu_log_path, record_gpu_model
+from benchkit.measure.operators.log_format import parse_log_text
+from benchkit.measure.operators.materialize import materialize
+
+REPO = Path(__file__).resolve().parent.parent
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+
+# A half-precision training log's layer-norm backward: f16 activations, f32 mean and rstd.
+MIXED_LOG = """\
+Operator: aten.native_layer_norm_backward.default
+cnt: 6, ((T([4, 8, 16], f16), T([4, 8, 16], f16), [16], T([4, 8, 1], f32), T([4, 8, 1], f32), T([16], f16), T([16], f16), [True, True, True]), {})
+Operator: aten._to_copy.default
+cnt: 1, ((T([4, 16], f32),), {'dtype': f16})
+Operator: aten.relu.default
+cnt: 1, ((T([4, 16], f32),), {})
+"""  # noqa: E501
+
+
+def _dtypes(item_args: tuple) -> list[torch.dtype]:
+    return [a.dtype for a in item_args if isinstance(a, torch.Tensor)]
+
+
+def test_float16_keeps_the_float32_parts_of_a_half_precision_call() -> None:
+    """operatorbench's rule: a float16 run of a half-precision log keeps its float32 tensors."""
+    log = parse_log_text(MIXED_LOG, "mixed.txt")
+    (backward,) = log.inputs_for("aten.native_layer_norm_backward.default")
+    f16, f32 = torch.float16, torch.float32
+    args, _ = materialize(backward, dtype=f16)
+    assert _dtypes(args) == [f16, f16, f32, f32, f16, f16]
+    # (the CUDA kernel requires them: with half mean/rstd it raises "expected scalar type Float")
+    args, _ = materialize(backward, dtype=torch.bfloat16)
+    assert _dtypes(args) == [torch.bfloat16, torch.bfloat16, f32, f32, torch.bfloat16, torch.bfloat16]
+    # Another dtype replaces every floating dtype; None keeps the log's.
+    assert _dtypes(materialize(backward, dtype=torch.float64)[0]) == [torch.float64] * 6
+    assert _dtypes(materialize(backward, dtype=None)[0]) == [f16, f16, f32, f32, f16, f16]
+    # A call logged wholly in float32 becomes float16; a logged cast to half stays that cast.
+    (relu,) = log.inputs_for("aten.relu.default")
+    assert _dtypes(materialize(relu, dtype=f16)[0]) == [f16]
+    (to_copy,) = log.inputs_for("aten._to_copy.default")
+    args, kwargs = materialize(to_copy, dtype=f16)
+    assert _dtypes(args) == [f32] and kwargs == {"dtype": f16}
+    args, kwargs = materialize(to_copy, dtype=f32)
+    assert _dtypes(args) == [f32] and kwargs == {"dtype": f32}
+
+
+def test_cpu_inputs_are_made_every_round_and_keep_their_values() -> None:
+    """The CPU design: no inputs held by a prepared input (each round makes its own), the same
+    values from one process to the next, and the fastest round as the statistic."""
+    log = parse_log_text(MIXED_LOG, "mixed.txt")
+    (relu,) = log.inputs_for("aten.relu.default")
+    options = op_timing.MeasureOptions(repeats=2, sample_window_s=0.002)
+    prepared = op_timing._prepare(0, torch.ops.aten.relu.default, relu, options)
+    assert prepared.device_inputs is None
+    first = op_timing._fresh_graph_inputs(torch.ops.aten.relu.default, relu, options)
+    second = op_timing._fresh_graph_inputs(torch.ops.aten.relu.default, relu, options)
+    assert first[0].data_ptr() != second[0].data_ptr() and torch.equal(first[0], second[0])
+    code = "from benchkit.measure.operators.log_format import parse_log_text as p;" + (
+        "from benchkit.measure.operators.materialize import materialize as m;"
+        f"print(m(p({MIXED_LOG!r}).inputs_for('aten.relu.default')[0])[0][0].sum().item())"
+    )
+    other_process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(other_process.stdout) == pytest.approx(first[0].sum().item(), rel=1e-6)
+
+
+def test_statistic_and_method_per_device() -> None:
+    cpu = op_timing.MeasureOptions(repeats=30)
+    cuda = op_timing.MeasureOptions(device="cuda", repeats=30)
+    assert cpu.statistic is op_timing.Statistic.FASTEST_ROUND
+    assert cuda.statistic is op_timing.Statistic.MEDIAN_OF_REPEATS
+    assert cpu.statistic.combine([3.0, 1.0, 2.0, 9.0]) == 1.0
+    assert cuda.statistic.combine([3.0, 1.0, 2.0, 9.0]) == 2.5
+    assert cuda.method == "CUDA in CUDA graphs, inductor's benchmark_gpu per repeat, median of repeats of 30"
+    launches = op_timing.MeasureOptions(device="cuda", repeats=3, cudagraphs=False)
+    assert "without CUDA graphs (launches included)" in launches.method
+    assert cpu.method == "CPU, 1 thread(s), fastest round of 30"
+
+
+def test_cuda_default_set_is_gpu_sized_in_both_dtypes() -> None:
+    workload = op_workload.load_suite("cuda-default")
+    assert workload.operators == op_workload.CUDA_DEFAULT_OPERATORS
+    assert op_workload.asv_workload("cuda").operators == op_workload.CUDA_DEFAULT_OPERATORS
+    assert op_workload.asv_workload("cpu").operators == op_workload.DEFAULT_OPERATORS
+    for operator in workload.operators:
+        items = workload.inputs(operator)
+        first_dtypes = [item.tensors[0].dtype for item in items]
+        assert first_dtypes == ["f16", "f32"], operator  # the most-called input in each dtype
+        elements = max(math.prod(t.shape) for t in items[0].tensors if hasattr(t, "shape"))
+        assert elements >= 1_000_000, operator  # GPU-sized: the CPU set's inputs are far smaller
+    (log_softmax, _) = workload.inputs("aten._log_softmax.default")
+    assert log_softmax.label == "4096x30522 f16, 1, False"
+
+
+def test_bundled_gpu_logs_are_what_the_models_record() -> None:
+    """The CUDA set's logs are regenerated from `gpu_models` on the meta device, exactly."""
+    for name, spec in GPU_MODELS.items():
+        for dtype in RECORDED_DTYPES:
+            recorded = record_gpu_model(spec, dtype).to_text()
+            assert recorded == gpu_log_path(name, dtype).read_text(), (
+                f"{name} {dtype}: run record_operator_logs"
+            )
+    # meta gives the GPU kernels' dtypes: layer norm keeps float32 statistics for half inputs.
+    bert = gpu_log_path("bert", "float16").read_text()
+    assert "T([32, 128, 1], f32), T([32, 128, 1], f32)" in bert
+
+
+def test_device_is_part_of_the_benchmark_name() -> None:
+    cpu = naming.parse("operators.aten_mm_default.track_compiled_over_eager")
+    cuda = naming.parse("operators_cuda.aten_mm_default.track_eager_seconds(('4096x768 f16',))")
+    assert cpu == naming.OperatorBenchmark("operators", "cpu", "aten_mm_default", "track_compiled_over_eager")
+    assert cuda == naming.OperatorBenchmark(
+        "operators_cuda", "cuda", "aten_mm_default", "track_eager_seconds"
+    )
+    assert naming.parse("instruction_counts.x.track_instructions") is None
+    assert naming.parse("operators.aten_mm_default.setup") is None
+    assert naming.class_name("aten.mm.default") == "aten_mm_default"
+
+
+def test_site_operator_rows_keep_devices_apart() -> None:
+    from benchkit.history.results import Measurement, ResultSet
+    from benchkit.report.site.data import BenchmarkInfo, operator_rows
+
+    def measured(value: float) -> Measurement:
+        return Measurement(value, None, None, "v")
+
+    measurements = {}
+    for module, ratio in (("operators", 0.5), ("operators_cuda", 0.25)):
+        for method, value in (
+            ("track_compiled_over_eager", ratio),
+            ("track_eager_seconds", 2e-3),
+            ("track_compiled_seconds", 2e-3 * ratio),
+            ("track_compile_seconds", 0.1),
+        ):
+            measurements[(f"{module}.aten_mm_default.{method}(('in',))", "env")] = measured(value)
+    # A CUDA benchmark that a machine without a GPU recorded as skipped shows no row.
+    measurements[("operators_cuda.aten_relu_default.track_compiled_over_eager(('in',))", "env")] = measured(
+        math.nan
+    )
+    infos = {
+        name: BenchmarkInfo(name.split("(")[0], ("in",), ("input",), name, None) for name, _ in measurements
+    }
+    rows = operator_rows(ResultSet("c", "m", measurements), infos)
+    assert [(r.operator, r.device, r.speedups[1] if r.speedups else None) for r in rows] == [
+        ("aten.mm.default", "cpu", 2.0),
+        ("aten.mm.default", "cuda", 4.0),
+    ]
+
+
+@no_cuda
+def test_cuda_timing_without_a_device_says_so_after_one_process(tmp_path: Path) -> None:
+    started = time.perf_counter()
+    data = op_asv.measure_default_set_for_asv(["aten.relu.default"], "cuda")
+    assert data == {"operators": {}, "no_device": "no CUDA device", "device": "cuda"}
+    assert time.perf_counter() - started < 60  # one process that imports torch, nothing timed
+
+
+@no_cuda
+@pytest.mark.slow
+def test_asv_records_cuda_benchmarks_as_skipped_without_a_gpu(tmp_path: Path) -> None:
+    """Through real asv on this CPU machine: every selected CUDA benchmark is a skip (NaN in the
+    results file, the reason on asv's output), none a failure; CPU and CUDA names differ."""
+    # A git repository of one commit stands for the measured build (--set-commit-hash).
+    repo = tmp_path / "history"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", "build"], check=True)
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()  # fmt: skip
+    results = tmp_path / "results"
+    conf = json.loads("\n".join(line for line in (REPO / "asv.conf.json").read_text().splitlines()
+                                if not line.lstrip().startswith("//")))  # fmt: skip
+    conf.update(repo=str(repo), results_dir=str(results), html_dir=str(tmp_path / "html"),
+                env_dir=str(tmp_path / "env"), benchmark_dir=str(REPO / "benchmarks"))  # fmt: skip
+    conf_path = tmp_path / "asv.conf.json"
+    conf_path.write_text(json.dumps(conf))
+    env = {**os.environ, "HOME": str(tmp_path), "COLUMNS": "200"}
+    subprocess.run(["asv", "machine", "--yes", "--config", str(conf_path)], env=env, check=True,
+                   capture_output=True, cwd=REPO)  # fmt: skip
+    completed = subprocess.run(
+        [
+            "asv",
+            "run",
+            "--python=same",
+            "--quick",
+            "--show-stderr",
+            "--set-commit-hash",
+            commit,
+            "--config",
+            str(conf_path),
+            "-b",
+            "^operators_cuda\\.aten_relu_default\\.",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    files = [p for p in results.rglob("*.json") if p.name not in ("machine.json", "benchmarks.json")]
+    assert len(files) == 1
+    recorded = json.loads(files[0].read_text())["results"]
+    names = sorted(recorded)
+    assert names == [f"operators_cuda.aten_relu_default.{method}" for method in sorted(naming.METHODS)]
+    for name in names:
+        values = recorded[name][0]
+        assert values and all(v is not None and math.isnan(v) for v in values), (name, values)
+    out = completed.stdout + completed.stderr
+    assert out.count("skipped: no CUDA device") == 8 and "failed" not in out
