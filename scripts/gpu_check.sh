@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The prepared GPU check of benchkit's CUDA operator path, in one run (a few minutes on one H100):
+#
+#   bash scripts/gpu_check.sh [OUT_DIR]          # default OUT_DIR: ./gpu-check
+#
+# 1. records one real BERT fp16 training step's operator inputs (scripts/record_bert_log.py);
+# 2. on that log (fp16, 2 inputs per operator): the operatorbench reference
+#    (scripts/operatorbench_reference.py) and `benchkit operators --device cuda`, each its own
+#    process with its own empty inductor and Triton caches, timed, then side by side;
+# 3. the same on benchkit's default operator set in fp32;
+# 4. the asv operator suite on CUDA (benchmarks/operators_cuda.py) with `asv run --python=same`
+#    into a results folder of its own, and what asv recorded.
+# Writes OUT_DIR/gpu_check.log (everything), OUT_DIR/summary.md (the side-by-side tables),
+# OUT_DIR/bert_fp16.txt (the recorded log), the CSVs and OUT_DIR/asv_results.tar.gz.
+# GPU_CHECK_REPEATS (default 10) sets the repeats of both methods. Wheels in ./.whl (asv and
+# its dependencies, for a machine without them or without an index) are installed first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-gpu-check}")
+mkdir -p "$out"
+exec > >(tee "$out/gpu_check.log") 2>&1
+repeats=${GPU_CHECK_REPEATS:-10}
+work=$(mktemp -d)
+export HOME="$work/home" BENCHKIT_CACHE_DIR="$work/benchkit-cache" PYTHONUNBUFFERED=1 COLUMNS=200
+mkdir -p "$HOME"
+check_started=$(date +%s.%N)
+
+if ! python3 -c "import asv" 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile .whl/*.whl || echo "gpu_check: wheel install failed"
+fi
+nvidia-smi -L
+python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(date +%s.%N)"; }
+
+# Runs "$@" with empty inductor and Triton caches of its own; prints and returns its wall seconds.
+fresh_timed() {
+  local name=$1
+  shift
+  local started
+  started=$(date +%s.%N)
+  TORCHINDUCTOR_CACHE_DIR="$work/inductor-$name" TRITON_CACHE_DIR="$work/triton-$name" "$@"
+  echo "gpu_check: $name exited $? after $(elapsed "$started") s"
+  seconds[$name]=$(elapsed "$started")
+}
+declare -A seconds
+
+echo "== 1. a real BERT fp16 training log"
+python3 scripts/record_bert_log.py --out "$out/bert_fp16.txt" --dtype float16
+
+echo "== 2. BERT fp16 log: operatorbench reference, then benchkit"
+fresh_timed ref_bert python3 scripts/operatorbench_reference.py --inp-file "$out/bert_fp16.txt" \
+  --dtype float16 --repeats "$repeats" --max-samples 2 --json "$out/reference_bert_fp16.json"
+fresh_timed bk_bert python3 -m benchkit.cli operators --device cuda --inp-file "$out/bert_fp16.txt" \
+  --dtype float16 --repeats "$repeats" --max-samples 2 --output-dir "$out"
+
+echo "== 3. default set fp32: operatorbench reference, then benchkit"
+fresh_timed ref_default python3 scripts/operatorbench_reference.py --suite default --dtype float32 \
+  --repeats "$repeats" --json "$out/reference_default_fp32.json"
+fresh_timed bk_default python3 -m benchkit.cli operators --device cuda --suite default --dtype float32 \
+  --repeats "$repeats" --output-dir "$out"
+
+{
+  echo "# GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), repeats $repeats)"
+  echo
+  python3 scripts/gpu_compare.py --title "BERT training log, float16" \
+    --benchkit-csv "$out/operatorbench_bert_fp16_float16.csv" --reference-json "$out/reference_bert_fp16.json" \
+    --benchkit-seconds "${seconds[bk_bert]}" --reference-seconds "${seconds[ref_bert]}"
+  python3 scripts/gpu_compare.py --title "default set, float32" \
+    --benchkit-csv "$out/operatorbench_default_float32.csv" --reference-json "$out/reference_default_fp32.json" \
+    --benchkit-seconds "${seconds[bk_default]}" --reference-seconds "${seconds[ref_default]}"
+} > "$out/summary.md"
+cat "$out/summary.md"
+
+echo "== 4. the asv operator suite on CUDA (operators_cuda), asv run --python=same"
+asv_dir="$work/asv"
+mkdir -p "$asv_dir"
+git init -q -b main "$asv_dir/history"
+git -C "$asv_dir/history" -c user.name=gpu-check -c user.email=gpu-check@localhost commit -q --allow-empty \
+  -m "torch $(python3 -c 'import torch; print(torch.__version__)')"
+commit=$(git -C "$asv_dir/history" rev-parse HEAD)
+python3 - "$asv_dir" "$PWD" <<'EOF'
+import json, sys
+asv_dir, repo = sys.argv[1], sys.argv[2]
+lines = [line for line in open(f"{repo}/asv.conf.json") if not line.lstrip().startswith("//")]
+conf = json.loads("".join(lines))
+conf.update(repo=f"{asv_dir}/history", results_dir=f"{asv_dir}/results", html_dir=f"{asv_dir}/html",
+            env_dir=f"{asv_dir}/env", benchmark_dir=f"{repo}/benchmarks")
+json.dump(conf, open(f"{asv_dir}/asv.conf.json", "w"), indent=1)
+EOF
+asv machine --yes --machine gpu-check --config "$asv_dir/asv.conf.json" >/dev/null
+started=$(date +%s.%N)
+TORCHINDUCTOR_CACHE_DIR="$work/inductor-asv" TRITON_CACHE_DIR="$work/triton-asv" \
+  asv run --python=same --set-commit-hash "$commit" --show-stderr --config "$asv_dir/asv.conf.json" \
+  -b '^operators_cuda\.'
+echo "gpu_check: asv exited $? after $(elapsed "$started") s"
+tar -czf "$out/asv_results.tar.gz" -C "$asv_dir" results
+python3 - "$asv_dir/results" <<'EOF'
+import json, math, pathlib, sys
+files = [p for p in pathlib.Path(sys.argv[1]).rglob("*.json") if p.name not in ("machine.json", "benchmarks.json")]
+for path in files:
+    results = json.loads(path.read_text())["results"]
+    numbers = sum(1 for r in results.values() for v in (r[0] or []) if v is not None and not math.isnan(v))
+    missing = sum(1 for r in results.values() for v in (r[0] or [None]) if v is None or math.isnan(v))
+    print(f"asv results file {path.name}: {len(results)} benchmarks, {numbers} numbers, {missing} without")
+    for name, result in sorted(results.items()):
+        if name.endswith("track_compiled_over_eager"):
+            values = ", ".join("n/a" if v is None else f"{1 / v:.3f}x" for v in result[0])
+            print(f"  {name.split('.')[1]}: speedup per input {values}")
+EOF
+echo "gpu_check: whole check $(elapsed "$check_started") s"
+rm -rf "$work"
