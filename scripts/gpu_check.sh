@@ -12,8 +12,11 @@
 #    into a results folder of its own, and what asv recorded.
 # Writes OUT_DIR/gpu_check.log (everything), OUT_DIR/summary.md (the side-by-side tables),
 # OUT_DIR/bert_fp16.txt (the recorded log), the CSVs and OUT_DIR/asv_results.tar.gz.
-# GPU_CHECK_REPEATS (default 10) sets the repeats of both methods. Wheels in ./.whl (asv and
-# its dependencies, for a machine without them or without an index) are installed first.
+# GPU_CHECK_REPEATS (default 10) sets the repeats of both methods. GPU_CHECK_AA=1 also runs the
+# reference a second time on each log (how far the method itself moves between processes) and
+# benchkit on just the operators the reference measures (the same work, for the times);
+# GPU_CHECK_ASV=0 leaves step 4 out. Wheels in ./.whl (asv and its dependencies, for a machine
+# without them or without an index) are installed first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-gpu-check}")
@@ -53,12 +56,26 @@ fresh_timed ref_bert python3 scripts/operatorbench_reference.py --inp-file "$out
   --dtype float16 --repeats "$repeats" --max-samples 2 --json "$out/reference_bert_fp16.json"
 fresh_timed bk_bert python3 -m benchkit.cli operators --device cuda --inp-file "$out/bert_fp16.txt" \
   --dtype float16 --repeats "$repeats" --max-samples 2 --output-dir "$out"
+if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
+  fresh_timed ref2_bert python3 scripts/operatorbench_reference.py --inp-file "$out/bert_fp16.txt" \
+    --dtype float16 --repeats "$repeats" --max-samples 2 --json "$out/reference2_bert_fp16.json"
+  mapfile -t same_ops < <(python3 -c "import json, sys
+for name, entry in json.load(open(sys.argv[1]))['operators'].items():
+    print('--op'); print(name)" "$out/reference_bert_fp16.json")
+  mkdir -p "$work/same"
+  fresh_timed bk_bert_same python3 -m benchkit.cli operators --device cuda --inp-file "$out/bert_fp16.txt" \
+    --dtype float16 --repeats "$repeats" --max-samples 2 --output-dir "$work/same" "${same_ops[@]}"
+fi
 
 echo "== 3. default set fp32: operatorbench reference, then benchkit"
 fresh_timed ref_default python3 scripts/operatorbench_reference.py --suite default --dtype float32 \
   --repeats "$repeats" --json "$out/reference_default_fp32.json"
 fresh_timed bk_default python3 -m benchkit.cli operators --device cuda --suite default --dtype float32 \
   --repeats "$repeats" --output-dir "$out"
+if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
+  fresh_timed ref2_default python3 scripts/operatorbench_reference.py --suite default --dtype float32 \
+    --repeats "$repeats" --json "$out/reference2_default_fp32.json"
+fi
 
 {
   echo "# GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), repeats $repeats)"
@@ -69,9 +86,24 @@ fresh_timed bk_default python3 -m benchkit.cli operators --device cuda --suite d
   python3 scripts/gpu_compare.py --title "default set, float32" \
     --benchkit-csv "$out/operatorbench_default_float32.csv" --reference-json "$out/reference_default_fp32.json" \
     --benchkit-seconds "${seconds[bk_default]}" --reference-seconds "${seconds[ref_default]}"
+  if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
+    python3 scripts/gpu_compare.py --title "A/A: the reference twice, BERT float16" \
+      --benchkit-csv "$out/reference2_bert_fp16.json" --reference-json "$out/reference_bert_fp16.json" \
+      --benchkit-seconds "${seconds[ref2_bert]}" --reference-seconds "${seconds[ref_bert]}"
+    python3 scripts/gpu_compare.py --title "A/A: the reference twice, default set float32" \
+      --benchkit-csv "$out/reference2_default_fp32.json" --reference-json "$out/reference_default_fp32.json" \
+      --benchkit-seconds "${seconds[ref2_default]}" --reference-seconds "${seconds[ref_default]}"
+    echo "- the same work (benchkit on the operators the reference measured, BERT float16): benchkit" \
+      "${seconds[bk_bert_same]} s, reference ${seconds[ref_bert]} s"
+  fi
 } > "$out/summary.md"
 cat "$out/summary.md"
 
+if [ "${GPU_CHECK_ASV:-1}" = 0 ]; then
+  echo "gpu_check: whole check $(elapsed "$check_started") s (asv step left out)"
+  rm -rf "$work"
+  exit 0
+fi
 echo "== 4. the asv operator suite on CUDA (operators_cuda), asv run --python=same"
 asv_dir="$work/asv"
 mkdir -p "$asv_dir"

@@ -2,6 +2,10 @@
 
     python scripts/gpu_compare.py --title T --benchkit-csv X.csv --reference-json Y.json \
         --benchkit-seconds S --reference-seconds S
+    python scripts/gpu_compare.py --title T --benchkit-csv SECOND_REFERENCE.json ...   # A/A
+
+A JSON file in place of the CSV compares two runs of the reference: how far the method
+moves from one process to the next.
 
 Prints, per operator the reference measured, both median speedups and their difference,
 then: operators within 5 %, inputs that failed in benchkit but not in the reference, and
@@ -30,11 +34,24 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"## {args.title}")
     if not args.benchkit_csv.is_file() or not args.reference_json.is_file():
-        print(f"- nothing to compare: {args.benchkit_csv.name} or {args.reference_json.name} was not written\n")
+        missing = f"{args.benchkit_csv.name} or {args.reference_json.name}"
+        print(f"- nothing to compare: {missing} was not written\n")
         return 0
-    rows = {row["Operator"]: row for row in csv.DictReader(args.benchkit_csv.read_text().splitlines())}
+    if args.benchkit_csv.suffix == ".json":
+        rows = {
+            name: {
+                "inductor 50th": str(entry["quantiles"][1]),
+                "inputs": str(len(entry["speedups"])),
+                "failed": "0",
+            }
+            for name, entry in json.loads(args.benchkit_csv.read_text())["operators"].items()
+            if entry["quantiles"]
+        }
+    else:
+        rows = {row["Operator"]: row for row in csv.DictReader(args.benchkit_csv.read_text().splitlines())}
     reference = json.loads(args.reference_json.read_text())["operators"]
-    print("| operator | benchkit p50 | reference p50 | difference | benchkit inputs (failed) | reference inputs |")
+    print("| operator | benchkit p50 | reference p50 | difference | benchkit inputs (failed) "
+          "| reference inputs |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|")
     compared = within = 0
     lost: list[str] = []
@@ -59,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     extra = sorted(set(rows) - set(reference))
     print()
-    print(f"- operators compared: {compared}; median speedup within {TOLERANCE:.0%} of the reference: "
-          f"{within}/{compared} ({within / compared:.0%})" if compared else "- no operator compared")  # fmt: skip
+    share = f"{within}/{compared} ({within / compared:.0%})" if compared else "none compared"
+    print(
+        f"- operators compared: {compared}; median speedup within {TOLERANCE:.0%} of the reference: {share}"
+    )
     print(f"- measured by the reference but failed or missing in benchkit: {', '.join(lost) or 'none'}")
     print(f"- measured by benchkit only (the reference skips them): {', '.join(extra) or 'none'}")
     print(

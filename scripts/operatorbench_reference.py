@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchkit.measure.operators.workload import load_input_file, load_suite, resolve_operator  # noqa: E402
+from benchkit.measure.operators.workload import load_input_file, load_suite, resolve_operator
 
 _GENERATOR_CANNOT_MAKE = (
     "aten.gather.default",
