@@ -47,7 +47,7 @@ def run_once(env: dict[str, str], direct: bool) -> float:
             "from benchkit.measure.operators.asv import measure_default_set_for_asv as m; m()",
         ]
     else:
-        command = ["asv", "run", "--python=same", "--quick", "-b", "operators"]
+        command = ["asv", "run", "--python=same", "--quick", "-b", "^operators\\."]
     started = time.perf_counter()
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - started
@@ -98,7 +98,8 @@ def main() -> int:
     n_inputs = sum(len(e["inputs"]) for e in measured.values())
     n_failed = sum(1 for e in measured.values() for r in e["inputs"].values() if r["error"])
     skipped = {op: e["skip"] for op, e in first["operators"].items() if "skip" in e}
-    how = "setup_cache body in a subprocess" if args.direct else "asv run --python=same --quick -b operators"
+    via_asv = "asv run --python=same --quick -b ^operators\\."
+    how = "setup_cache body in a subprocess" if args.direct else via_asv
     print(
         f"\nDefault operator set: {len(measured)} operators, {n_inputs} inputs "
         f"({n_failed} failed, {len(skipped)} operators skipped); measured with: {how}"

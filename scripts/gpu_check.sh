@@ -80,6 +80,9 @@ fi
 {
   echo "# GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), repeats $repeats)"
   echo
+  echo "\`GPU_CHECK_AA=${GPU_CHECK_AA:-0} GPU_CHECK_ASV=${GPU_CHECK_ASV:-1} GPU_CHECK_REPEATS=$repeats" \
+    "bash scripts/gpu_check.sh\` on $(date -u +%Y-%m-%d), torch $(python3 -c 'import torch; print(torch.__version__)')"
+  echo
   python3 scripts/gpu_compare.py --title "BERT training log, float16" \
     --benchkit-csv "$out/operatorbench_bert_fp16_float16.csv" --reference-json "$out/reference_bert_fp16.json" \
     --benchkit-seconds "${seconds[bk_bert]}" --reference-seconds "${seconds[ref_bert]}"

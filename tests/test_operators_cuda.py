@@ -228,3 +228,23 @@ def test_asv_records_cuda_benchmarks_as_skipped_without_a_gpu(tmp_path: Path) ->
         assert values and all(v is not None and math.isnan(v) for v in values), (name, values)
     out = completed.stdout + completed.stderr
     assert out.count("skipped: no CUDA device") == 8 and "failed" not in out
+
+
+def test_run_summary_counts_cuda_apart_and_a_gpu_less_skip_is_no_problem() -> None:
+    from benchkit.history.results import Measurement
+    from benchkit.report.run_summary import metric_of, summarize_build
+
+    cpu = "operators.aten_relu_default.track_compiled_over_eager(('8x64x512 f32',))"
+    cuda = "operators_cuda.aten_relu_default.track_compiled_over_eager(('64x64x56x56 f16',))"
+    assert (metric_of(cpu), metric_of(cuda)) == ("operator timings", "operator timings (cuda)")
+    skipped, number = Measurement(math.nan, None, None, "v"), Measurement(0.5, None, None, "v")
+    without_gpu = summarize_build("c", "build", [cpu, cuda], {cpu: number, cuda: skipped})
+    assert without_gpu.counts["operator timings (cuda)"]["skipped"] == 1
+    assert without_gpu.problems() == []
+    # Skips elsewhere still fail closed; a CUDA benchmark that failed is a problem too.
+    cpu_skipped = summarize_build("c", "build", [cpu, cuda], {cpu: skipped, cuda: skipped})
+    assert cpu_skipped.problems() == ["build: no operator timings numbers (1 skipped)"]
+    failed = summarize_build(
+        "c", "build", [cpu, cuda], {cpu: number, cuda: Measurement(None, None, None, "v")}
+    )
+    assert failed.problems() == ["build: no operator timings (cuda) numbers (1 failed)"]

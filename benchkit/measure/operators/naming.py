@@ -38,7 +38,3 @@ def parse(key: str) -> OperatorBenchmark | None:
     if len(parts) != 3 or parts[0] not in OPERATOR_MODULES or parts[2] not in METHODS:
         return None
     return OperatorBenchmark(parts[0], OPERATOR_MODULES[parts[0]], parts[1], parts[2])
-
-
-def is_operator_benchmark(name: str) -> bool:
-    return name.split(".", 1)[0] in OPERATOR_MODULES
