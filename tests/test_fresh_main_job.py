@@ -26,6 +26,12 @@ SELECTION = "Pointwise_Math_add_Tensor_Scalar_(PYTHON|CPP)_EAGER_FORWARD_t1|aten
 pytestmark = pytest.mark.slow
 
 
+def torch_has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _numbers(path: Path) -> dict[str, list[object]]:
     data = json.loads(path.read_text())
     column = data["result_columns"].index("result")
@@ -44,10 +50,15 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     assert "leaving torch==2.14.1 out" not in log, "the index build could not be fetched: " + log[-3000:]
     results = list((work / "benchkit" / ".asv" / "results").glob("*/*-*.json"))
     assert len(results) == 2, log[-5000:]
-    metrics = {"time_wall": 0, "track_instructions": 0, "operators.": 0}
+    metrics = {"time_wall": 0, "track_instructions": 0, "operators.": 0, "operators_cuda.": 0}
     for path in results:
         for name, values in _numbers(path).items():
             assert re.search(SELECTION, name), f"{path.name}: {name} ran but was not selected"
+            if name.startswith("operators_cuda.") and not torch_has_cuda():
+                # The selection names ReLU on CUDA too: a machine without a GPU records skips.
+                assert values and all(isinstance(v, float) and math.isnan(v) for v in values), (name, values)
+                metrics["operators_cuda."] += 1
+                continue
             assert values and all(isinstance(v, float) and not math.isnan(v) for v in values), (
                 f"{path.name}: {name} has no number: {values}\n{log[-5000:]}"
             )
@@ -56,6 +67,7 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     # Per build: 2 wall times, 2 counts, 4 operator metrics x ReLU's inputs.
     assert metrics["time_wall"] == 4 and metrics["track_instructions"] == 4, metrics
     assert metrics["operators."] >= 8, metrics
+    assert metrics["operators_cuda."] == (0 if torch_has_cuda() else 8), metrics  # 4 metrics x 2 builds
     # Exit 0, or 1 only because the gate judged the two real torch versions different.
     problems = [line[4:] for line in log.splitlines() if line.startswith("  - ")]
     assert done.returncode == (1 if problems else 0), log[-3000:]
