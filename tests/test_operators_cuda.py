@@ -248,3 +248,45 @@ def test_run_summary_counts_cuda_apart_and_a_gpu_less_skip_is_no_problem() -> No
         "c", "build", [cpu, cuda], {cpu: number, cuda: Measurement(None, None, None, "v")}
     )
     assert failed.problems() == ["build: no operator timings (cuda) numbers (1 failed)"]
+
+
+def test_gpu_check_compares_benchkit_csv_and_reference_json(tmp_path: Path) -> None:
+    """The side-by-side of scripts/gpu_check.sh, on files in the two formats; and the script parses."""
+    csv_path = tmp_path / "bk.csv"
+    csv_path.write_text(
+        "Operator,inductor 20th,inductor 50th,inductor 80th,elapsed,eager abs,inductor abs,inputs,failed,"
+        "device,statistic\n"
+        "aten.mm.default,1.0,1.45,1.7,2.0,0.001,0.0007,2,0,cuda,median of repeats\n"
+        "aten.gelu.default,0.9,0.90,1.0,1.0,0.001,0.001,1,1,cuda,median of repeats\n"
+        "aten.embedding.default,1.1,1.2,1.3,1.0,0.001,0.001,2,0,cuda,median of repeats\n"
+    )
+    reference = {
+        "operators": {
+            "aten.mm.default": {"quantiles": [1.0, 1.40, 1.8], "speedups": [1.2, 1.6]},
+            "aten.gelu.default": {"quantiles": [0.9, 1.0, 1.0], "speedups": [0.95, 1.0]},
+        }
+    }
+    ref_path = tmp_path / "ref.json"
+    ref_path.write_text(json.dumps(reference))
+    script = REPO / "scripts" / "gpu_compare.py"
+    common = ["--benchkit-seconds", "30", "--reference-seconds", "31", "--title", "t"]
+
+    def compare(left: Path) -> str:
+        command = [
+            sys.executable,
+            str(script),
+            "--benchkit-csv",
+            str(left),
+            "--reference-json",
+            str(ref_path),
+        ]
+        return subprocess.run([*command, *common], capture_output=True, text=True, check=True).stdout
+
+    out = compare(csv_path)
+    assert "| aten.mm.default | 1.450 | 1.400 | +3.6% | 2 (0) | 2 |" in out
+    assert "within 5% of the reference: 1/2 (50%)" in out
+    assert "failed or missing in benchkit: aten.gelu.default" in out
+    assert "benchkit only (the reference skips them): aten.embedding.default" in out
+    assert "benchkit 30 s, reference 31 s" in out
+    assert "within 5% of the reference: 2/2 (100%)" in compare(ref_path)  # A/A: a run against itself
+    subprocess.run(["bash", "-n", str(REPO / "scripts" / "gpu_check.sh")], check=True)
