@@ -31,6 +31,7 @@ Importing this module parses the small bundled logs and nothing else.
 from typing import Any, ClassVar
 
 from benchkit.measure.operators import asv as _asv_operators
+from benchkit.measure.operators import naming as _naming
 from benchkit.measure.operators import workload as _workload
 
 _WORKLOAD = _workload.asv_workload()
@@ -85,20 +86,18 @@ class _OperatorBenchmark:
     track_compile_seconds.unit = "seconds"  # type: ignore[attr-defined]
 
 
-def _class_name(operator: str) -> str:
-    # asv names benchmarks module.Class.method, so the class name cannot contain dots.
-    return operator.replace(".", "_")
-
-
+_class_name = _naming.class_name
 _CLASS_NAMES = {name: _class_name(name) for name in _WORKLOAD.operators}
 
-for _name in _WORKLOAD.operators:
-    globals()[_class_name(_name)] = type(
-        _class_name(_name),
-        (_OperatorBenchmark,),
-        {
-            "operator": _name,
-            "params": [_INPUTS[_name]],
-            "__doc__": f"TorchInductor vs eager for {_name} on the bundled model inputs.",
-        },
-    )
+
+def _define_classes(namespace: dict[str, Any], base: type, inputs: dict[str, list[str]], where: str) -> None:
+    """One subclass of ``base`` per operator in ``inputs``, parameterized by its input labels."""
+    for name, labels in inputs.items():
+        namespace[_class_name(name)] = type(
+            _class_name(name),
+            (base,),
+            {"operator": name, "params": [labels], "__doc__": f"TorchInductor vs eager for {name} {where}."},
+        )
+
+
+_define_classes(globals(), _OperatorBenchmark, _INPUTS, "on the bundled model inputs")

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from benchkit.measure.operators import asv as _asv_operators
 from benchkit.measure.operators import workload as _workload
 
-from .operators import _class_name, _OperatorBenchmark
+from .operators import _class_name, _define_classes, _OperatorBenchmark
 
 _WORKLOAD = _workload.asv_workload("cuda")
 _INPUTS = {name: _workload.input_labels(_WORKLOAD.inputs(name)) for name in _WORKLOAD.operators}
@@ -43,13 +43,4 @@ class _CudaOperatorBenchmark(_OperatorBenchmark):
         super().setup(cache, label)
 
 
-for _name in _WORKLOAD.operators:
-    globals()[_class_name(_name)] = type(
-        _class_name(_name),
-        (_CudaOperatorBenchmark,),
-        {
-            "operator": _name,
-            "params": [_INPUTS[_name]],
-            "__doc__": f"TorchInductor vs eager for {_name} on CUDA, on the CUDA default set's inputs.",
-        },
-    )
+_define_classes(globals(), _CudaOperatorBenchmark, _INPUTS, "on CUDA, on the CUDA default set's inputs")

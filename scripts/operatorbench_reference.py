@@ -32,15 +32,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchkit.measure.operators.workload import load_input_file, load_suite, resolve_operator
-
-_GENERATOR_CANNOT_MAKE = (
-    "aten.gather.default",
-    "nll_loss",
-    "aten.index",
-    "aten.scatter_",
-    "masked_fill_.Scalar",
-    "embedding",
+from benchkit.measure.operators.workload import (
+    OPERATORBENCH_INPUT_GENERATOR_NYI,
+    load_input_file,
+    load_suite,
+    resolve_operator,
 )
 
 
@@ -50,7 +46,7 @@ def skipped(operator: Any) -> str | None:
     from torch._inductor.lowering import lowerings
 
     name = str(operator)
-    if any(part in name for part in _GENERATOR_CANNOT_MAKE):
+    if any(part in name for part in OPERATORBENCH_INPUT_GENERATOR_NYI):
         return "input generator NYI"
     if operator == torch.ops.aten._unsafe_view.default:
         return "non compute"

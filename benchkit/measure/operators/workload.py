@@ -74,7 +74,7 @@ CUDA_DEFAULT_OPERATORS: tuple[str, ...] = (
 
 
 # Ops whose random inputs are not valid (index tensors, targets): operatorbench's list.
-_INPUT_GENERATOR_NYI = (
+OPERATORBENCH_INPUT_GENERATOR_NYI = (
     "aten.gather.default",
     "nll_loss",
     "aten.index",
@@ -271,7 +271,7 @@ def skip_reason(operator: Any) -> str | None:
     from torch._inductor.lowering import lowerings
 
     name = str(operator)
-    if any(pattern in name for pattern in _INPUT_GENERATOR_NYI) and not has_rule(operator):
+    if any(pattern in name for pattern in OPERATORBENCH_INPUT_GENERATOR_NYI) and not has_rule(operator):
         return "input generator NYI: random data is not a valid input (indices/targets)"
     if operator == torch.ops.aten._unsafe_view.default:
         return "non-compute operator (a view)"
