@@ -21,13 +21,18 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
     machine = pick_machine(conf.results_dir, args.machine)
     history = load_history(conf, machine, args.env)
     metric_of = metric_judge(benchmark_units(conf), config)
-    steps = changepoints.changepoints(
-        history, metric_of, lambda name: config.rule_for(name, metric_of(name))[1]
+    found = changepoints.history_steps(
+        history,
+        metric_of,
+        lambda name: config.rule_for(name, metric_of(name))[1],
+        config.thresholds["instructions"],
     )
-    shifted = changepoints.shifted_builds(history, metric_of)
+    steps = found.steps
     print(f"# {len(steps)} step(s) over {len(history)} commit(s) on machine {machine}")
     sys.stdout.write(changepoints.format_table(steps))
-    for commit, shift in shifted:
+    for disturbed in found.disturbed:
+        print(f"# wall time of build {disturbed.commit[:8]} left out: {disturbed.describe()}")
+    for commit, shift in found.shifted:
         print(f"# wall time of build {commit[:8]} is environment-shifted: {shift}")
     if args.json:
         atomic_write_json(
@@ -36,8 +41,8 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
                 "machine": machine,
                 "commits": [r.commit for r in history],
                 "interval_level": changepoints.INTERVAL_LEVEL,
-                "steps": [s.as_json() for s in steps],
-                "shifted_builds": [{"commit": c, "shift": text} for c, text in shifted],
+                "steps": [{**s.as_json(), "judged": changepoints.judged(s)} for s in steps],
+                "shifted_builds": [{"commit": c, "shift": text} for c, text in found.unreliable()],
             },
         )
     return 0

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from benchkit.history.results import ResultSet
+from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.noise import build_shift, case_of, round_drifts
 from benchkit.stats import MEDIAN_EFFICIENCY, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
-LABELS = ("code change", "wall time only", "counts only")
+OUTLIER = "outlier"  # one build away from its neighbours' common level, and back after it
+LABELS = ("code change", "wall time only", "counts only", OUTLIER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,13 +71,44 @@ def series_steps(
     known = sorted(s for s in sigmas if s is not None)
     pooled = known[len(known) // 2] if known else None
     z = z_two_sided(1 - INTERVAL_LEVEL)
-    steps = []
+    levels = [sorted(a)[len(a) // 2] if a else None for a in logs]
+    steps: list[Step] = []
+    skip_next = False
     for i in range(1, len(segments)):
-        (_, right_a, *_), (left_b, *_) = segments[i - 1], segments[i]
+        if skip_next:
+            skip_next = False
+            continue
+        (_, right_a, *_), (left_b, right_b, *_) = segments[i - 1], segments[i]
         a, b = logs[i - 1], logs[i]
-        level_a, level_b = sorted(a)[len(a) // 2], sorted(b)[len(b) // 2]
+        level_a, level_b = levels[i - 1], levels[i]
+        if level_a is None or level_b is None:
+            continue
         diff = level_b - level_a
         if abs(diff) < math.log1p(threshold):
+            continue
+        last_a = right_a - 1  # detect_steps: right bounds are exclusive, past the last number
+        level_c = levels[i + 1] if i + 1 < len(segments) else None
+        if len(b) == 1 and level_c is not None and abs(level_c - level_a) < math.log1p(threshold):
+            # One build away and back after it: an outlier of that build, not two steps.
+            at = next(j for j in range(left_b, right_b) if y[j] is not None)
+            steps.append(
+                Step(
+                    name,
+                    env,
+                    metric,
+                    commits[last_a],
+                    commits[at],
+                    at == last_a + 1,
+                    math.exp(level_a),
+                    math.exp(level_b),
+                    math.expm1(diff),
+                    None,
+                    None,
+                    at,
+                    label=OUTLIER,
+                )
+            )
+            skip_next = True
             continue
         sa, sb = (pooled if sigma is None else sigma for sigma in (sigmas[i - 1], sigmas[i]))
         se = (
@@ -83,7 +116,6 @@ def series_steps(
             if sa is None or sb is None
             else MEDIAN_EFFICIENCY * math.sqrt(sa**2 / len(a) + sb**2 / len(b))
         )
-        last_a = right_a - 1  # detect_steps: right bounds are exclusive, past the last number
         steps.append(
             Step(
                 name=name,
@@ -106,6 +138,9 @@ def series_steps(
 def _label_case(counts: Sequence[Step], walls: Sequence[Step]) -> list[Step]:
     """Pair each wall-time step with a count step at the same commit (±1 for the fit's placement)."""
     out, matched = [], set()
+    out += [s for s in (*counts, *walls) if s.label == OUTLIER]
+    counts = [c for c in counts if c.label != OUTLIER]
+    walls = [w for w in walls if w.label != OUTLIER]
     for w in walls:
         partner = next((c for c in counts if abs(c.position - w.position) <= 1), None)
         if partner is not None:
@@ -117,11 +152,15 @@ def _label_case(counts: Sequence[Step], walls: Sequence[Step]) -> list[Step]:
 
 
 def changepoints(
-    history: Sequence[ResultSet], metric_of: Callable[[str], str], threshold_of: Callable[[str], float]
+    history: Sequence[ResultSet],
+    metric_of: Callable[[str], str],
+    threshold_of: Callable[[str], float],
+    disturbed: Collection[int] = (),
 ) -> list[Step]:
     """Every benchmark's steps over `history` (oldest first), with joint labels per case.
 
     A benchmark whose code changed (asv's version) is followed from its latest version on.
+    Wall times at the `disturbed` positions (`benchkit.report.excursions`) are left out.
     """
     commits = [r.commit for r in history]
     keys = sorted({key for r in history for key in r.measurements})
@@ -136,6 +175,8 @@ def changepoints(
             for m in column
         ]
         metric = metric_of(name)
+        if metric == "wall_time":
+            values = [None if i in disturbed else v for i, v in enumerate(values)]
         steps = series_steps(name, env, metric, commits, values, threshold_of(name))
         case, _ = case_of(name)
         if metric in ("instructions", "wall_time"):
@@ -150,6 +191,34 @@ def changepoints(
         else:
             labelled += counts + walls
     return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
+
+
+@dataclasses.dataclass(frozen=True)
+class HistorySteps:
+    """What a history shows: its steps, and the builds whose wall times are the machine's."""
+
+    steps: list[Step]
+    disturbed: list[DisturbedBuild]  # away from both sides together, then back
+    shifted: list[tuple[str, str]]  # (commit, description): rounds of one build disagree
+
+    def unreliable(self) -> list[tuple[str, str]]:
+        """(commit, description) of every build whose wall times are left out or doubtful, once."""
+        found: dict[str, list[str]] = {}
+        for commit, text in [(d.commit, d.describe()) for d in self.disturbed] + list(self.shifted):
+            found.setdefault(commit, []).append(text)
+        return [(commit, "; ".join(texts)) for commit, texts in found.items()]
+
+
+def history_steps(
+    history: Sequence[ResultSet],
+    metric_of: Callable[[str], str],
+    threshold_of: Callable[[str], float],
+    count_threshold: float,
+) -> HistorySteps:
+    """`changepoints` with the disturbed builds found first and their wall times left out."""
+    disturbed = disturbed_builds(history, metric_of, count_threshold)
+    steps = changepoints(history, metric_of, threshold_of, {d.position for d in disturbed})
+    return HistorySteps(steps, disturbed, shifted_builds(history, metric_of))
 
 
 def shifted_builds(history: Sequence[ResultSet], metric_of: Callable[[str], str]) -> list[tuple[str, str]]:
@@ -167,10 +236,35 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%"
 
 
+def judged(step: Step) -> bool:
+    """A step with an interval; without one (one build a side) nothing shows how far each level
+    spreads, and the step is listed as not judged; an outlier is no step either."""
+    return step.label != OUTLIER and step.low is not None and step.high is not None
+
+
 def format_table(steps: Sequence[Step]) -> str:
-    """Plain-text table for a terminal: one step a line."""
+    """Plain-text tables for a terminal, one step a line: judged steps, then steps that could
+    not be judged (one build a side), then outliers."""
     if not steps:
         return "no steps beyond the thresholds in this history\n"
+    groups = (
+        ("", [s for s in steps if judged(s)]),
+        (
+            "# not judged: one build a side, so no interval",
+            [s for s in steps if not judged(s) and s.label != OUTLIER],
+        ),
+        (
+            "# outliers: one build away and back after it (not steps)",
+            [s for s in steps if s.label == OUTLIER],
+        ),
+    )
+    parts = [(title + "\n" if title else "") + _table(rows) for title, rows in groups if rows or not title]
+    return "".join(parts)
+
+
+def _table(steps: Sequence[Step]) -> str:
+    if not steps:
+        return "no judged step beyond the thresholds in this history\n"
     head = ("commits", "benchmark", "metric", "change", f"{INTERVAL_LEVEL:.0%} interval", "label")
     rows = [
         (

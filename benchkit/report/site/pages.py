@@ -226,9 +226,13 @@ def render_regressions(data: SiteData) -> str:
     for machine in data.machines:
         history = machine_history(data, machine)
         branch = next((b for (m, b) in data.branch_commits if m == machine), "main")
-        steps = changepoints.changepoints(
-            history, metric_of, lambda name: data.config.rule_for(name, metric_of(name))[1]
+        found = changepoints.history_steps(
+            history,
+            metric_of,
+            lambda name: data.config.rule_for(name, metric_of(name))[1],
+            data.config.thresholds["instructions"],
         )
+        steps = found.steps
         rows = [
             {
                 "s": s,
@@ -238,18 +242,27 @@ def render_regressions(data: SiteData) -> str:
                 "graph": commits_graph_url(
                     data.benchmarks.get(s.name), s.name, machine, branch, f"{s.before[:8]}-{s.after[:8]}"
                 ),
-                "css": "regression" if s.change > 0 else "improvement",
+                "css": (
+                    ("regression" if s.change > 0 else "improvement")
+                    if changepoints.judged(s)
+                    else "notjudged"
+                ),
+                "label": s.label or "-" if changepoints.judged(s) else (s.label or "not judged"),
                 "change": f"{s.change * 100:+.1f}%",
                 "interval": (
                     f"{s.low * 100:+.1f}% … {s.high * 100:+.1f}%"
                     if s.low is not None and s.high is not None
-                    else "n/a (one build a side)"
+                    else (
+                        "n/a (one build)"
+                        if s.label == changepoints.OUTLIER
+                        else "not judged (one build a side)"
+                    )
                 ),
                 "sort": f"{s.change:.6g}",
             }
             for s in reversed(steps)  # newest first
         ]
-        shifted = [(data.builds[c], text) for c, text in changepoints.shifted_builds(history, metric_of)]
+        shifted = [(data.builds[c], text) for c, text in found.unreliable()]
         sections.append({"machine": machine, "commits": len(history), "rows": rows, "shifted": shifted})
     return _render(
         "regressions.html",

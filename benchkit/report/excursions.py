@@ -1,0 +1,110 @@
+"""Disturbed builds over a whole history: one build's wall times all away, together, and back.
+
+A build measured while the machine was busy, or slower for the minutes it ran, moves
+every wall time by about one common factor while its instruction counts stay where they
+were: the machine's doing, not torch's. Seen over a history it is an excursion. Per
+wall-time benchmark, the build's value is compared with the level of the builds just
+before it and with the level of those just after it; it moved when it lies beyond its
+noise on the same side of both. A build is disturbed when its wall times moved that way
+together -- all but a quarter of them, in one direction, by a median factor beyond the
+benchmarks' noise -- while its instruction counts (where the suite has them) did not move
+by the count threshold. Its wall times then make no steps in `benchkit.report.changepoints`,
+and it is reported once. The first and last builds have one side only and are never
+judged this way (a last build that moved is what `benchkit check` compares).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import statistics
+from collections.abc import Callable, Sequence
+
+from benchkit.history.results import ResultSet
+from benchkit.stats import robust_sigma
+
+NEIGHBOURS = 2  # builds on each side whose median is the level a build is compared with
+NOISE_Z = 3.0  # a benchmark moved when beyond this many of its own sigmas
+MOVED_SHARE = 0.75  # of the build's wall-time benchmarks, at least, moved the same way
+MIN_BENCHMARKS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class DisturbedBuild:
+    commit: str
+    position: int  # index in the history
+    factor: float  # median ratio of its wall times to the neighbouring levels
+    moved: int  # wall-time benchmarks beyond their noise in the common direction
+    judged: int  # wall-time benchmarks with a value here and on both sides
+
+    def describe(self) -> str:
+        way = "slower" if self.factor > 1 else "faster"
+        return (
+            f"disturbed build: {self.moved} of {self.judged} wall times ×{self.factor:.2f} ({way}) against "
+            f"the builds on both sides, its instruction counts unchanged; its wall times make no steps"
+        )
+
+
+def _series(history: Sequence[ResultSet], keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list]:
+    out = {}
+    for key in keys:
+        column = [r.measurements.get(key) for r in history]
+        out[key] = [
+            math.log(m.value) if m is not None and m.has_number and m.value and m.value > 0 else None
+            for m in column
+        ]
+    return out
+
+
+def _side_level(values: Sequence[float | None], indices: range) -> float | None:
+    known = [values[j] for j in indices if 0 <= j < len(values) and values[j] is not None]
+    return statistics.median(known) if known else None
+
+
+def _deviation(values: Sequence[float | None], i: int) -> float | None:
+    """The smaller of the moves against the levels before and after `i`, signed; 0 when the
+    two disagree in sign (a step, not an excursion); None without a value or a side."""
+    here = values[i]
+    before = _side_level(values, range(i - NEIGHBOURS, i))
+    after = _side_level(values, range(i + 1, i + 1 + NEIGHBOURS))
+    if here is None or before is None or after is None:
+        return None
+    d_before, d_after = here - before, here - after
+    if d_before * d_after <= 0:
+        return 0.0
+    return d_before if abs(d_before) < abs(d_after) else d_after
+
+
+def _noise(values: Sequence[float | None]) -> float:
+    """A benchmark's build-to-build sigma: from successive differences, robust to steps."""
+    known = [v for v in values if v is not None]
+    diffs = [b - a for a, b in itertools.pairwise(known)]
+    sigma = robust_sigma(diffs) if len(diffs) >= 3 else None
+    return (sigma or 0.0) / math.sqrt(2)
+
+
+def disturbed_builds(
+    history: Sequence[ResultSet], metric_of: Callable[[str], str], count_threshold: float
+) -> list[DisturbedBuild]:
+    keys = sorted({key for r in history for key in r.measurements})
+    walls = _series(history, [k for k in keys if metric_of(k[0]) == "wall_time"])
+    counts = _series(history, [k for k in keys if metric_of(k[0]) == "instructions"])
+    noise = {key: _noise(values) for key, values in walls.items()}
+    found = []
+    for i in range(1, len(history) - 1):
+        moves = {key: d for key, values in walls.items() if (d := _deviation(values, i)) is not None}
+        if len(moves) < MIN_BENCHMARKS:
+            continue
+        middle = statistics.median(moves.values())
+        typical_noise = statistics.median(noise[key] for key in moves)
+        if abs(middle) <= NOISE_Z * typical_noise:
+            continue
+        moved = sum(1 for key, d in moves.items() if d * middle > 0 and abs(d) > NOISE_Z * noise[key])
+        if moved < max(MIN_BENCHMARKS, math.ceil(MOVED_SHARE * len(moves))):
+            continue
+        count_moves = [abs(d) for values in counts.values() if (d := _deviation(values, i)) is not None]
+        if count_moves and statistics.median(count_moves) >= math.log1p(count_threshold):
+            continue  # the code moved too: not the machine's doing
+        found.append(DisturbedBuild(history[i].commit, i, math.exp(middle), moved, len(moves)))
+    return found
