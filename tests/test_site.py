@@ -683,10 +683,14 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     operators = (html_dir / "operators.html").read_text()
     assert "aten.relu.default" in operators
     assert operators.count('<section class="ops"') == 2
+    # Two builds: every step has one build a side, so none is judged a regression or improvement.
+    regressions = (html_dir / "regressions.html").read_text()
+    assert 'class="regression"' not in regressions and 'class="improvement"' not in regressions
+    assert "not judged (one build a side)" in regressions
 
     browser = Browser()
     try:
-        for page in ("changes.html", "why.html", "operators.html"):
+        for page in ("changes.html", "why.html", "operators.html", "regressions.html"):
             browser.open((html_dir / page).as_uri())
             _assert_clean(browser, page)
             browser.screenshot(shots / f"real-{page.replace('.html', '.png')}", full_page=True)
