@@ -1,7 +1,8 @@
 """`benchkit main`: the whole job, from nothing to a published site.
 
-1. build the torch history (this machine's default builds: the local CPU wheel
-   and ``torch==2.14.1`` from the package index when it can be fetched);
+1. build the torch history (this machine's default builds, `benchkit.history.defaults`:
+   the installed torch and the newest newer release pip finds, each named with where it
+   came from);
 2. make sure asv knows this machine (non-interactively);
 3. run the suite with asv on every commit of the history that this job has not
    finished yet (a ledger records finished commits; an interrupted job measures
@@ -41,6 +42,8 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history import repo as history
+from benchkit.history.defaults import pick_default_builds
+from benchkit.history.sources import PIP_CONFIG, PipSource
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
 from benchkit.util import atomic_write_json, content_key
 
@@ -161,6 +164,7 @@ def run_main_job(
     rerun: bool = False,
     bench: Sequence[str] = (),
     machine: str | None = None,
+    source: PipSource = PIP_CONFIG,
 ) -> int:
     from benchkit.report import check, run_summary
 
@@ -172,11 +176,12 @@ def run_main_job(
     progress.step(1, "torch history: one git commit per torch build")
     repo = history.HistoryRepo(history.repo_from_asv_config(conf_path))
     if builds:
-        history.init_history(repo, builds)
+        history.init_history(repo, builds, source=source)
     else:
-        history.init_history(
-            repo, history.default_builds(include_index), optional=[history.DEFAULT_INDEX_REQUIREMENT]
-        )
+        picks = pick_default_builds(include_index, source)
+        history.init_history_records(repo, [pick.record for pick in picks])
+        for pick in picks:
+            progress.note(f"torch {pick.record.torch_version}: {pick.how}")
     tags = repo.tags_by_commit()
     rows = history.history_rows(repo)
     for row in rows:

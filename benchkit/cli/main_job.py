@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from benchkit import mainjob
+from benchkit.cli.history import add_pip_options, pip_source
 from benchkit.errors import UserError
-from benchkit.history import repo as history
 from benchkit.mainjob import run_main_job
 from benchkit.measure.walltime.timing import WALL_TIME_ROUNDS
 
@@ -32,6 +32,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
             rerun=args.rerun,
             bench=args.bench,
             machine=args.machine,
+            source=pip_source(args),
         )
     except KeyboardInterrupt:
         print(
@@ -61,13 +62,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--build",
         action="append",
         metavar="WHEEL",
-        help="torch builds for the history instead of the defaults (repeatable: wheel file or requirement)",
+        help="torch builds for the history instead of the defaults (repeatable: wheel file or "
+        "requirement); default: the installed torch and the newest newer release pip finds",
     )
     parser.add_argument(
         "--no-index",
         action="store_true",
-        help=f"leave {history.DEFAULT_INDEX_REQUIREMENT} out of the defaults",
+        help="leave the newest torch release from the index out of the default builds",
     )
+    add_pip_options(parser)
     parser.add_argument(
         "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
     )
