@@ -79,9 +79,10 @@ class Gate:
     def config(self) -> Path:
         return self.root / "asv.conf.json"
 
-    def check(self, base: str, head: str) -> subprocess.CompletedProcess[str]:
+    def check(self, base: str, head: str, *more: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "benchkit.cli", "check", base, head, "--asv-config", str(self.config)],
+            [sys.executable, "-m", "benchkit.cli", "check", base, head, "--asv-config", str(self.config),
+             *more],
             cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
 
@@ -149,6 +150,29 @@ def test_check_exit_codes_through_real_asv_results(gate: Gate, index: int, code:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_check_judges_the_selection_and_writes_json(gate: Gate, tmp_path: Path) -> None:
+    """-b: benchmarks outside the selection are not "missing on head"; a selected one still is."""
+    out = tmp_path / "verdict.json"
+    dropped = gate.commits[5]  # A is gone on head
+    others = gate.check(gate.commits[4], dropped, "-b", "track_b|track_speedup", "--json", str(out))
+    assert others.returncode == 0, others.stdout + others.stderr
+    data = json.loads(out.read_text())
+    assert data["exit_code"] == 0 and data["exit_reason"].startswith("every metric compared")
+    assert {c["name"] for c in data["comparisons"]} == {
+        "bench.Counts.track_b_instructions",
+        "bench.track_speedup",
+    }
+    assert all(c["verdict"] == "unchanged" and c["threshold"] > 0 for c in data["comparisons"])
+    selected = gate.check(gate.commits[4], dropped, "-b", "track_a", "--json", str(out))
+    # fails closed: the selected A lost its number (and with it the whole metric: exit 2 wins)
+    assert selected.returncode == 2 and "missing on head" in selected.stdout, selected.stdout
+    [row] = json.loads(out.read_text())["comparisons"]
+    assert (row["name"], row["verdict"], row["head"]) == (A, "missing on head", None)
+    nothing = gate.check(gate.commits[4], dropped, "-b", "no-such-benchmark")
+    assert nothing.returncode == 2 and "nothing matched" in nothing.stderr
+
+
 def test_changes_page_shows_numbers_lost_on_head(gate: Gate) -> None:
     pages, _ = site_pages.render_pages(site_data.load_site_data(gate.config))
     text = pages["changes.html"]
