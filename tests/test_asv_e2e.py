@@ -341,3 +341,12 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     third = job.run(*command, check=False, timeout=900)
     assert "asv run over 0 of 2 torch build(s)" in third.stderr
     assert {c: p.stat().st_mtime_ns for c, p in job.result_files().items()} == stamps
+
+    # A selection after the whole run, named by the case's readable key: asv runs ReLU only
+    # and the gate judges what was selected (Linear's doubling is not in it), so it passes.
+    selection = [*command[: command.index("-b")], "-b", r"^e2e/ReLU \|", "--rounds", str(ROUNDS)]
+    fourth = job.run(*selection, check=False, timeout=900)
+    log = fourth.stdout + fourth.stderr
+    assert f"--bench ^instruction_counts\\.(?:{RELU}_" in log, log[-3000:]
+    assert "asv run over 2 of 2 torch build(s)" in log and LINEAR not in fourth.stdout, log[-3000:]
+    assert fourth.returncode == 0, log[-3000:]
