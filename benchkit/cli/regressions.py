@@ -10,6 +10,7 @@ from benchkit.report import changepoints
 
 
 def _cmd_regressions(args: argparse.Namespace) -> int:
+    from benchkit.errors import UserError
     from benchkit.history.results import benchmark_units, load_asv_config, load_history, pick_machine
     from benchkit.report.check import find_check_config, metric_judge
     from benchkit.report.check_config import load_check_config, parse_check_config
@@ -20,6 +21,10 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     machine = pick_machine(conf.results_dir, args.machine)
     history = load_history(conf, machine, args.env)
+    if not history:
+        raise UserError(
+            f"no results of any commit for machine {machine} in {conf.results_dir}: nothing to scan"
+        )
     metric_of = metric_judge(benchmark_units(conf), config)
     steps = changepoints.changepoints(
         history, metric_of, lambda name: config.rule_for(name, metric_of(name))[1]
