@@ -76,7 +76,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="also write results as JSON to OUT")
     p.add_argument("--jobs", type=int, default=None, help="cases measured at once (default: one per core)")
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds measured per case (default 0.2)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a case is killed (300)")
+    p.add_argument(
+        "--case-timeout",
+        "--timeout",
+        dest="case_timeout",
+        type=float,
+        default=300.0,
+        help="seconds before a case is killed (default 300; as in `benchkit counts`)",
+    )
     p.set_defaults(func=cmd_run)
 
 
@@ -145,7 +152,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         to_run,
         cpp_suite,
         jobs=args.jobs,
-        timeout=args.timeout,
+        timeout=args.case_timeout,
         min_run_time=args.min_run_time,
         on_done=report,
     ):

@@ -38,7 +38,6 @@ def add_pip_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--extra-index-url", action="append", metavar="URL", help="another index (repeatable)")
     group.add_argument(
         "--find-links",
-        "-f",
         action="append",
         metavar="URL_OR_DIR",
         help="a folder or page of wheels (repeatable)",
