@@ -3,6 +3,7 @@ installed torch as a build, and what HEAD names in the wheel history (real git).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -169,3 +170,23 @@ def test_installed_torch_without_any_wheel_source_is_packed_from_its_files(tmp_p
     # made once: the second pick reuses it (same bytes)
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert second.stdout.split()[0] == sha
+
+
+def test_a_repacked_install_is_dated_before_the_newer_release() -> None:
+    from benchkit.history.build_step import BuildRecord
+    from benchkit.history.defaults import Pick, _date_repacked_first
+
+    def record(version: str, date: str) -> BuildRecord:
+        return BuildRecord(version, "a" * 40, date, f"torch-{version}.whl", "0" * 64, 1)
+
+    installed = Pick(record("2.13.0+cpu", "2026-11-26T01:56:50Z"), "installed", repacked=True)
+    newer = Pick(record("2.15.0", "2026-10-01T00:00:00Z"), "index")
+    first, second = _date_repacked_first([installed, newer])
+    assert first.record.build_date == "2026-09-30T00:00:00Z" and "an install has no build date" in first.how
+    assert second == newer
+    # a real wheel keeps its own date, and so does an install already older than the release
+    assert _date_repacked_first([dataclasses.replace(installed, repacked=False), newer])[
+        0
+    ] == dataclasses.replace(installed, repacked=False)
+    older = Pick(record("2.13.0+cpu", "2026-01-01T00:00:00Z"), "installed", repacked=True)
+    assert _date_repacked_first([older, newer])[0] == older

@@ -14,6 +14,7 @@ nothing is found, the error says what to pass instead.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import sys
 
 from benchkit.errors import UserError
@@ -33,6 +34,7 @@ PASS_BUILDS_HINT = (
 class Pick:
     record: BuildRecord
     how: str  # where it came from, for the user
+    repacked: bool = False  # its files, not its wheel: the build date is unknown (install time)
 
 
 def _installed_pick(torch: InstalledTorch, source: PipSource) -> Pick:
@@ -48,7 +50,24 @@ def _installed_pick(torch: InstalledTorch, source: PipSource) -> Pick:
         reason = f"pip's torch=={torch.version} is another build (another git_version)"
     log(f"no wheel of {where} in pip's sources ({reason}); packing its installed files into one")
     wheel = repack_installed(torch)
-    return Pick(record_for_wheel(wheel), f"{where}: its installed files packed into {wheel.name}")
+    return Pick(record_for_wheel(wheel), f"{where}: its installed files packed into {wheel.name}", True)
+
+
+def _date_repacked_first(picks: list[Pick]) -> list[Pick]:
+    """A repacked install carries its install time, not its build date; asv orders builds by date,
+    so date it a day before the newer release it is compared with when it would sort after it."""
+    installed, newer = picks[0], picks[-1]
+    if not installed.repacked or _ts(installed.record.build_date) < _ts(newer.record.build_date):
+        return picks
+    day_before = dt.datetime.fromtimestamp(_ts(newer.record.build_date) - 86400, dt.timezone.utc)
+    date = day_before.strftime("%Y-%m-%dT%H:%M:%SZ")
+    newer_version = newer.record.torch_version
+    how = f"{installed.how} (dated {date}, a day before torch {newer_version}: an install has no build date)"
+    return [Pick(dataclasses.replace(installed.record, build_date=date), how, True), *picks[1:]]
+
+
+def _ts(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def pick_default_builds(include_index: bool = True, source: PipSource = PIP_CONFIG) -> list[Pick]:
@@ -68,6 +87,7 @@ def pick_default_builds(include_index: bool = True, source: PipSource = PIP_CONF
             version = fetched.resolved.version
             record = record_for_wheel(fetched.path, requirement=f"torch=={version}")
             picks.append(Pick(record, f"the newest torch release pip finds ({spec}): {fetched.resolved.url}"))
+            picks = _date_repacked_first(picks)
     if not picks:
         why = "no torch is installed in " + sys.executable
         why += " and pip finds no torch release" if include_index else " (--no-index)"
