@@ -20,7 +20,9 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
         "Default: the standard suite plus $BENCHKIT_DEFINITIONS",
     )
     parser.add_argument(
-        "--no-standard", action="store_true", help="leave out the standard suite (use only --definitions)"
+        "--no-standard",
+        action="store_true",
+        help="leave out the standard suite (as BENCHKIT_STANDARD=0 does)",
     )
     add_bench_option(parser)
 
@@ -44,7 +46,7 @@ def selected_cases(args: argparse.Namespace) -> list[Any]:
     from benchkit.define.expand import select
     from benchkit.define.loader import load_cases
 
-    standard = False if args.no_standard else (None if not args.definitions else True)
+    standard = False if args.no_standard else None  # None: BENCHKIT_STANDARD decides (default: in)
     cases = select(load_cases(args.definitions, standard=standard), args.bench)
     if not cases:
         raise UserError(nothing_matched(args.bench))
@@ -58,7 +60,7 @@ def asv_bench(patterns: Sequence[str], definitions: Sequence[str] | None = None)
     from benchkit.define.expand import asv_bench_regexes
     from benchkit.define.loader import load_cases
 
-    return asv_bench_regexes(patterns, load_cases(definitions, standard=True if definitions else None))
+    return asv_bench_regexes(patterns, load_cases(definitions))
 
 
 def nothing_matched(patterns: list[str]) -> str:
