@@ -42,6 +42,7 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history import repo as history
+from benchkit.history import source as source_checkout
 from benchkit.history.defaults import pick_default_builds
 from benchkit.history.sources import PIP_CONFIG, PipSource
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
@@ -165,6 +166,7 @@ def run_main_job(
     bench: Sequence[str] = (),
     machine: str | None = None,
     source: PipSource = PIP_CONFIG,
+    checkout: Path | None = None,
 ) -> int:
     from benchkit.report import check, run_summary
 
@@ -178,21 +180,30 @@ def run_main_job(
 
         bench = asv_bench_regexes(bench, load_cases())
 
-    progress.step(1, "torch history: one git commit per torch build")
-    repo = history.HistoryRepo(history.repo_from_asv_config(conf_path))
-    if builds:
-        history.init_history(repo, builds, source=source)
+    if checkout is not None:
+        progress.step(1, f"PyTorch source checkout {checkout}: its checked-out commit")
+        main_commits = [source_checkout.head_commit(checkout)]
+        tags: dict[str, list[str]] = {}
+        progress.note(
+            f"{main_commits[0][:12]}: a wheel with this git_version (BENCHKIT_WHEELHOUSE, the wheel store) "
+            f"or a source build; results in {conf_path.parent}"
+        )
     else:
-        picks = pick_default_builds(include_index, source)
-        history.init_history_records(repo, [pick.record for pick in picks])
-        for pick in picks:
-            progress.note(f"torch {pick.record.torch_version}: {pick.how}")
-    tags = repo.tags_by_commit()
-    rows = history.history_rows(repo)
-    for row in rows:
-        if row[0] == history.MAIN_BRANCH:
-            progress.note(f"{row[1]}  torch {row[3]}  built {row[2]}  git_version {row[4]}")
-    main_commits = repo.commits(history.MAIN_BRANCH)
+        progress.step(1, "torch history: one git commit per torch build")
+        repo = history.HistoryRepo(history.repo_from_asv_config(conf_path))
+        if builds:
+            history.init_history(repo, builds, source=source)
+        else:
+            picks = pick_default_builds(include_index, source)
+            history.init_history_records(repo, [pick.record for pick in picks])
+            for pick in picks:
+                progress.note(f"torch {pick.record.torch_version}: {pick.how}")
+        tags = repo.tags_by_commit()
+        rows = history.history_rows(repo)
+        for row in rows:
+            if row[0] == history.MAIN_BRANCH:
+                progress.note(f"{row[1]}  torch {row[3]}  built {row[2]}  git_version {row[4]}")
+        main_commits = repo.commits(history.MAIN_BRANCH)
 
     progress.step(2, "asv machine description")
     machine_name = ensure_machine(conf_path, machine)

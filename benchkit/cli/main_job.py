@@ -23,9 +23,20 @@ def _positive(text: str) -> int:
 def _cmd_main(args: argparse.Namespace) -> int:
     if shutil.which("git") is None:
         raise UserError("git is needed for the torch history and asv; install it first")
+    conf, checkout = args.asv_config, None
+    if not conf.is_file() and conf == Path("asv.conf.json"):
+        from benchkit.history import source
+
+        checkout = source.torch_checkout(Path.cwd())
+        if checkout is not None:  # inside a PyTorch checkout: it is the repository asv measures
+            if args.build:
+                raise UserError(
+                    "--build adds to the wheel history; inside a PyTorch checkout, check out a commit"
+                )
+            conf = source.source_project(checkout)
     try:
         return run_main_job(
-            args.asv_config,
+            conf,
             builds=args.build,
             include_index=not args.no_index,
             rounds=args.rounds,
@@ -33,6 +44,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
             bench=args.bench,
             machine=args.machine,
             source=pip_source(args),
+            checkout=checkout,
         )
     except KeyboardInterrupt:
         print(
@@ -76,6 +88,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("--machine", help="asv machine name (default: this host's)")
     parser.add_argument(
-        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
+        "--asv-config",
+        type=Path,
+        default=Path("asv.conf.json"),
+        help="default: ./asv.conf.json; inside a PyTorch checkout without one, a config measuring "
+        "that checkout (results kept in benchkit's .asv/source/)",
     )
     parser.set_defaults(func=_cmd_main)
