@@ -173,6 +173,25 @@ def test_check_judges_the_selection_and_writes_json(gate: Gate, tmp_path: Path) 
     assert nothing.returncode == 2 and "nothing matched" in nothing.stderr
 
 
+@pytest.mark.slow
+def test_regressions_take_the_selection_too(gate: Gate, tmp_path: Path) -> None:
+    def regressions(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(gate.config), *more],
+            cwd=REPO_ROOT, env=gate.env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    out = tmp_path / "steps.json"
+    everything = regressions("--json", str(out))
+    assert everything.returncode == 0, everything.stderr
+    assert A in {s["name"] for s in json.loads(out.read_text())["steps"]}, everything.stdout
+    only_b = regressions("-b", "track_b", "--json", str(out))
+    assert only_b.returncode == 0, only_b.stderr
+    assert A not in {s["name"] for s in json.loads(out.read_text())["steps"]}
+    nothing = regressions("-b", "no-such-benchmark")
+    assert nothing.returncode == 2 and "nothing matched" in nothing.stderr, nothing.stderr
+
+
 def test_changes_page_shows_numbers_lost_on_head(gate: Gate) -> None:
     pages, _ = site_pages.render_pages(site_data.load_site_data(gate.config))
     text = pages["changes.html"]
