@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchkit import moved
+
+moved.install()
+
 __all__ = [
     "DefinitionError",
     "GroupedModules",

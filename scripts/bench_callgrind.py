@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchkit.define.expand import Case  # noqa: E402
 from benchkit.define.loader import load_cases  # noqa: E402
+from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
 
 # Cases timed with Timer.collect_callgrind (the standard suite's keys).
 SUBSET = (
@@ -43,7 +44,7 @@ SUBSET = (
     "Pointwise/Math/add/Tensor-Scalar | C++ | Eager | Forward | 1 thread(s)",
 )
 SENSITIVE_CASE = "nn Modules/ReLU | Python | Eager | Forward | 1 thread(s)"
-LOCAL_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+LOCAL_WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 
 
 def load() -> str:

@@ -47,12 +47,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from benchkit.history.build_step import history_project_config  # noqa: E402
+from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
 from benchkit.history.wheels import patch_wheel_module  # noqa: E402
 from benchkit.mainjob import asv_run_args  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 
-WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 MACHINE = "verdicts"
 BUSY = "busy-aa"
 LINEAR_FILE = "torch/nn/modules/linear.py"

@@ -25,6 +25,8 @@ RANKS = {
     "stats": 0,
     "define": 1,
     "expand": 1,  # the definition stage's public entry
+    "api": 1,  # the definition API under its first import path
+    "moved": 0,  # old import paths: one-line errors naming the new ones
     "measure": 2,
     "callgrind_track": 2,  # the Callgrind stage's public entry
     "history": 3,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything benchkit needs on a fresh machine of this kind (idempotent).
+# Install everything benchkit needs on a fresh Linux machine (idempotent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,7 +12,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-# torch first, pinned to the local CPU wheel: an unpinned `torch` would pull the
-# CUDA build and several GB of nvidia packages from the index.
-python3 -c "import torch" 2>/dev/null || python3 -m pip install -q torch==2.13.0
+# torch first, when none is installed: the CPU build from PyTorch's CPU index (plain
+# `pip install torch` from PyPI is the CUDA build with several GB of nvidia packages).
+# BENCHKIT_TORCH_INDEX_URL picks another index; the torch already installed is kept.
+python3 -c "import torch" 2>/dev/null || python3 -m pip install -q torch \
+  --index-url "${BENCHKIT_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}" \
+  --extra-index-url https://pypi.org/simple
 python3 -m pip install -q -e '.[dev]'

@@ -158,8 +158,13 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
     assert "installed torch matches torch-2.13.0+cpu" in run.stdout
     assert set(project.result_files()) == {main[:8]}
 
-    # asv continuous compares main with the PR branch's build and sees the slowdown.
-    cont = project.asv("continuous", "main", "slowpr", "-b", CASES, "--machine", MACHINE, *FAST, check=False)
+    # `history add --branch slowpr` made HEAD that build, so `asv continuous main HEAD` compares
+    # main's tip with it (and `history list` says so) and sees the slowdown.
+    assert project.run("git", "--git-dir", str(project.history), "rev-parse", "HEAD").stdout.strip() == slowpr
+    listed = project.benchkit("history", "list", "--asv-config", str(project.config))
+    assert f"HEAD -> slowpr: {slowpr[:12]} torch 2.13.0+cpu" in listed.stdout, listed.stdout + listed.stderr
+    assert f"main: {main[:12]} torch 2.13.0+cpu" in listed.stdout
+    cont = project.asv("continuous", "main", "HEAD", "-b", CASES, "--machine", MACHINE, *FAST, check=False)
     assert cont.returncode == 1, cont.stdout + cont.stderr
     assert "PERFORMANCE DECREASED" in cont.stdout and LINEAR in cont.stdout
     assert set(project.result_files()) == {main[:8], slowpr[:8]}
@@ -336,3 +341,12 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     third = job.run(*command, check=False, timeout=900)
     assert "asv run over 0 of 2 torch build(s)" in third.stderr
     assert {c: p.stat().st_mtime_ns for c, p in job.result_files().items()} == stamps
+
+    # A selection after the whole run, named by the case's readable key: asv runs ReLU only
+    # and the gate judges what was selected (Linear's doubling is not in it), so it passes.
+    selection = [*command[: command.index("-b")], "-b", r"^e2e/ReLU \|", "--rounds", str(ROUNDS)]
+    fourth = job.run(*selection, check=False, timeout=900)
+    log = fourth.stdout + fourth.stderr
+    assert f"--bench ^instruction_counts\\.(?:{RELU}_" in log, log[-3000:]
+    assert "asv run over 2 of 2 torch build(s)" in log and LINEAR not in fourth.stdout, log[-3000:]
+    assert fourth.returncode == 0, log[-3000:]

@@ -210,7 +210,11 @@ def _fake_tool(bin_dir: Path, name: str) -> Path:
     return tool
 
 
-def test_source_build_command_flags_and_compiler_cache(tmp_path: Path) -> None:
+def test_source_build_command_flags_and_compiler_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an own wheel store: the build step also looks there by git_version
+    monkeypatch.setenv("BENCHKIT_CACHE_DIR", str(tmp_path / "own-cache"))
     checkout = _source_checkout(tmp_path / "pytorch", requirements=True)
     cache = tmp_path / "cache"
     bin_dir = tmp_path / "bin"
@@ -250,7 +254,11 @@ def test_missing_wheelhouse_is_a_clear_error(tmp_path: Path) -> None:
         )
 
 
-def test_commit_with_no_wheel_and_no_source_is_a_clear_error(tmp_path: Path) -> None:
+def test_commit_with_no_wheel_and_no_source_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an own wheel store: the build step also looks there by git_version
+    monkeypatch.setenv("BENCHKIT_CACHE_DIR", str(tmp_path / "own-cache"))
     empty = tmp_path / "checkout"
     empty.mkdir()
     (empty / "README").write_text("just a file")
@@ -279,7 +287,11 @@ def test_build_step_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
 # -------------------------------------------------------------------- execution
 
 
-def test_source_build_runs_pip_wheel_and_keeps_the_wheel(tmp_path: Path) -> None:
+def test_source_build_runs_pip_wheel_and_keeps_the_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an own wheel store: the build step also looks there by git_version
+    monkeypatch.setenv("BENCHKIT_CACHE_DIR", str(tmp_path / "own-cache"))
     """The real source path, on a stand-in project (PyTorch itself would take hours)."""
     checkout = tmp_path / "pytorch"
     (checkout / "torch").mkdir(parents=True)

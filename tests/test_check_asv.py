@@ -79,9 +79,10 @@ class Gate:
     def config(self) -> Path:
         return self.root / "asv.conf.json"
 
-    def check(self, base: str, head: str) -> subprocess.CompletedProcess[str]:
+    def check(self, base: str, head: str, *more: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "benchkit.cli", "check", base, head, "--asv-config", str(self.config)],
+            [sys.executable, "-m", "benchkit.cli", "check", base, head, "--asv-config", str(self.config),
+             *more],
             cwd=REPO_ROOT, env=self.env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
 
@@ -149,6 +150,48 @@ def test_check_exit_codes_through_real_asv_results(gate: Gate, index: int, code:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_check_judges_the_selection_and_writes_json(gate: Gate, tmp_path: Path) -> None:
+    """-b: benchmarks outside the selection are not "missing on head"; a selected one still is."""
+    out = tmp_path / "verdict.json"
+    dropped = gate.commits[5]  # A is gone on head
+    others = gate.check(gate.commits[4], dropped, "-b", "track_b|track_speedup", "--json", str(out))
+    assert others.returncode == 0, others.stdout + others.stderr
+    data = json.loads(out.read_text())
+    assert data["exit_code"] == 0 and data["exit_reason"].startswith("every metric compared")
+    assert {c["name"] for c in data["comparisons"]} == {
+        "bench.Counts.track_b_instructions",
+        "bench.track_speedup",
+    }
+    assert all(c["verdict"] == "unchanged" and c["threshold"] > 0 for c in data["comparisons"])
+    selected = gate.check(gate.commits[4], dropped, "-b", "track_a", "--json", str(out))
+    # fails closed: the selected A lost its number (and with it the whole metric: exit 2 wins)
+    assert selected.returncode == 2 and "missing on head" in selected.stdout, selected.stdout
+    [row] = json.loads(out.read_text())["comparisons"]
+    assert (row["name"], row["verdict"], row["head"]) == (A, "missing on head", None)
+    nothing = gate.check(gate.commits[4], dropped, "-b", "no-such-benchmark")
+    assert nothing.returncode == 2 and "nothing matched" in nothing.stderr
+
+
+@pytest.mark.slow
+def test_regressions_take_the_selection_too(gate: Gate, tmp_path: Path) -> None:
+    def regressions(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(gate.config), *more],
+            cwd=REPO_ROOT, env=gate.env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    out = tmp_path / "steps.json"
+    everything = regressions("--json", str(out))
+    assert everything.returncode == 0, everything.stderr
+    assert A in {s["name"] for s in json.loads(out.read_text())["steps"]}, everything.stdout
+    only_b = regressions("-b", "track_b", "--json", str(out))
+    assert only_b.returncode == 0, only_b.stderr
+    assert A not in {s["name"] for s in json.loads(out.read_text())["steps"]}
+    nothing = regressions("-b", "no-such-benchmark")
+    assert nothing.returncode == 2 and "nothing matched" in nothing.stderr, nothing.stderr
+
+
 def test_changes_page_shows_numbers_lost_on_head(gate: Gate) -> None:
     pages, _ = site_pages.render_pages(site_data.load_site_data(gate.config))
     text = pages["changes.html"]

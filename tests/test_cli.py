@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,22 +45,41 @@ def user_definitions(tmp_path: Path) -> Path:
 def test_list_standard_suite() -> None:
     result = _benchkit("list")
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines = dict(line.split("\t") for line in result.stdout.splitlines())
     assert len(lines) >= 181
-    assert "Pointwise/Math/add/Tensor-Tensor\tTorchScript\tForward\tC++\t1 thread(s)" in lines
-    assert "training/simple\tEager\tForward + Backward\tPython\t2 thread(s)" in lines
+    keys = set(lines.values())
+    assert "Pointwise/Math/add/Tensor-Tensor | C++ | TorchScript | Forward | 1 thread(s)" in keys
+    assert "training/simple | Python | Eager | Forward + Backward | 2 thread(s)" in keys
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*_[0-9a-f]{8}", name) for name in lines)
 
 
-def test_list_filter_and_user_definitions(user_definitions: Path) -> None:
-    result = _benchkit(
-        "list", "--definitions", str(user_definitions), "--no-standard", "--filter", "^user/fine "
-    )
+def test_one_name_per_case_every_form_selects_it(user_definitions: Path) -> None:
+    """`list` prints asv's name first; -b/--filter take that name, asv's full name or the readable key."""
+    base = ("list", "--definitions", str(user_definitions), "--no-standard")
+    result = _benchkit(*base, "--filter", "^user/fine ")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "user/fine\tEager\tForward\tPython\t1 thread(s)",
-        "user/fine\tTorchScript\tForward\tPython\t1 thread(s)",
-        "user/fine\tTorchScript\tForward\tC++\t1 thread(s)",
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [key for _, key in rows] == [
+        "user/fine | Python | Eager | Forward | 1 thread(s)",
+        "user/fine | Python | TorchScript | Forward | 1 thread(s)",
+        "user/fine | C++ | TorchScript | Forward | 1 thread(s)",
     ]
+    name = rows[0][0]
+    assert name.startswith("user_fine_PYTHON_EAGER_FORWARD_t1_")
+    for form in (
+        name,
+        f"instruction_counts.{name}.time_wall",
+        "user_fine_PYTHON_EAGER",
+        "^user/fine \\| Python \\| Eager",
+    ):
+        picked = _benchkit(*base, "-b", form)
+        assert picked.returncode == 0 and picked.stdout.split("\t")[0] == name, (form, picked.stdout)
+    standard = _benchkit("list", "-b", "Pointwise_Math_add")
+    assert standard.returncode == 0 and len(standard.stdout.splitlines()) >= 4, standard.stderr
+    # nothing matched: exit 2 and one line, for every command that selects cases
+    for command in ("list", "run", "counts"):
+        none = _benchkit(command, *base[1:], "-b", "no-such-case")
+        assert none.returncode == 2 and "nothing matched" in none.stderr, (command, none.stderr)
 
 
 def test_bad_definitions_give_one_line_errors(tmp_path: Path) -> None:

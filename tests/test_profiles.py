@@ -192,7 +192,7 @@ def test_diff_command_line(tmp_path: Path) -> None:
     config = _stored(tmp_path)
     out = tmp_path / "diff.json"
     done = subprocess.run(
-        [*BENCHKIT, "diff", "aaaa", "bbbb", "--asv-config", str(config), "--json", str(out), "-f", "case"],
+        [*BENCHKIT, "diff", "aaaa", "bbbb", "--asv-config", str(config), "--json", str(out), "-b", "case"],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

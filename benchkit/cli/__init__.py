@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="benchkit",
         description="Historical performance tracking for PyTorch on asv.",
     )
+    from benchkit import __version__
+
+    parser.add_argument("--version", action="version", version=f"benchkit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(sub)

@@ -7,6 +7,8 @@ import argparse
 import os
 from pathlib import Path
 
+from benchkit.cli.cases import add_bench_option, nothing_matched
+
 SETTINGS = ("BENCHKIT_DEFINITIONS", "BENCHKIT_STANDARD")  # what the workers must see as the client does
 
 
@@ -25,9 +27,10 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     repo = HistoryRepo(Path(conf.repo))
     repo.require()
     commits = backfill.parse_commits(repo, args.revisions)
-    cases = select(load_cases(args.definitions), args.filter)
+    cases = select(load_cases(args.definitions), args.bench)
     if not cases:
-        raise UserError(f"no case matches --filter {args.filter!r}")
+        raise UserError(nothing_matched(args.bench))
+    case_filter = "|".join(f"(?:{p})" for p in args.bench) or None
     settings = {name: os.environ[name] for name in SETTINGS if name in os.environ}
     if args.scheduler:
         cluster, client = None, Client(args.scheduler)
@@ -46,7 +49,7 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
             f"{len(commits)} build(s), {len(cases)} case(s) each, into {target.results_dir / target.machine}"
         )
         summary = backfill.run_backfill(
-            client, repo, commits, target, case_filter=args.filter, definitions=args.definitions or (),
+            client, repo, commits, target, case_filter=case_filter, definitions=args.definitions or (),
             settings=settings, wait_for_workers=args.wait,
         )  # fmt: skip
     finally:
@@ -79,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler, e.g. tcp://host:8786")
     parser.add_argument("--workers", type=int, default=2, help="LocalCluster worker processes (default 2)")
-    parser.add_argument("--filter", metavar="REGEX", help="only cases whose key matches")
+    add_bench_option(parser)
     parser.add_argument(
         "--definitions", action="append", metavar="PATH", help="benchmark definitions module (repeatable)"
     )

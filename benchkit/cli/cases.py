@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any
 
+from benchkit.errors import UserError
 from benchkit.util import atomic_write_json
 
 
-def _add_selection(parser: argparse.ArgumentParser) -> None:
+def add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--definitions",
         action="append",
@@ -18,43 +20,83 @@ def _add_selection(parser: argparse.ArgumentParser) -> None:
         "Default: the standard suite plus $BENCHKIT_DEFINITIONS",
     )
     parser.add_argument(
-        "--no-standard", action="store_true", help="leave out the standard suite (use only --definitions)"
+        "--no-standard",
+        action="store_true",
+        help="leave out the standard suite (as BENCHKIT_STANDARD=0 does)",
     )
-    parser.add_argument("--filter", metavar="REGEX", help="only cases whose full key matches REGEX")
+    add_bench_option(parser)
+
+
+BENCH_HELP = (
+    "only cases with a name matching REGEX (repeatable, any of them): asv's name as `benchkit list` "
+    "prints it first (e.g. Pointwise_Math_add_...), its readable key (e.g. 'Pointwise/Math/add | Python') "
+    "or asv's full benchmark name"
+)
+
+
+def add_bench_option(parser: argparse.ArgumentParser, help: str = BENCH_HELP) -> None:
+    """`-b/--bench REGEX` as asv spells it; `--filter` is the same option's older name."""
+    parser.add_argument(
+        "--bench", "-b", "--filter", dest="bench", action="append", default=[], metavar="REGEX", help=help
+    )
 
 
 def selected_cases(args: argparse.Namespace) -> list[Any]:
-    """The cases chosen by the shared --definitions/--no-standard/--filter options."""
+    """The cases chosen by the shared --definitions/--no-standard/-b options; none is an error."""
     from benchkit.define.expand import select
     from benchkit.define.loader import load_cases
 
-    standard = False if args.no_standard else (None if not args.definitions else True)
-    return select(load_cases(args.definitions, standard=standard), args.filter)
+    standard = False if args.no_standard else None  # None: BENCHKIT_STANDARD decides (default: in)
+    cases = select(load_cases(args.definitions, standard=standard), args.bench)
+    if not cases:
+        raise UserError(nothing_matched(args.bench))
+    return cases
+
+
+def asv_bench(patterns: Sequence[str], definitions: Sequence[str] | None = None) -> list[str]:
+    """asv ``-b`` regexes for `patterns` in any form a user sees (`benchkit.define.expand.case_names`)."""
+    if not patterns:
+        return []
+    from benchkit.define.expand import asv_bench_regexes
+    from benchkit.define.loader import load_cases
+
+    return asv_bench_regexes(patterns, load_cases(definitions))
+
+
+def nothing_matched(patterns: list[str]) -> str:
+    shown = " ".join(f"-b {p!r}" for p in patterns) or "the definitions"
+    return f"nothing matched: no benchmark case matches {shown} (`benchkit list` prints every name)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="print every concrete case, one per line")
-    _add_selection(p)
+    add_selection(p)
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="measure wall time of cases in isolated worker processes")
-    _add_selection(p)
+    add_selection(p)
     p.add_argument("--json", metavar="OUT", help="also write results as JSON to OUT")
     p.add_argument("--jobs", type=int, default=None, help="cases measured at once (default: one per core)")
     p.add_argument("--min-run-time", type=float, default=0.2, help="seconds measured per case (default 0.2)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a case is killed (300)")
+    p.add_argument(
+        "--case-timeout",
+        "--timeout",
+        dest="case_timeout",
+        type=float,
+        default=300.0,
+        help="seconds before a case is killed (default 300; as in `benchkit counts`)",
+    )
     p.set_defaults(func=cmd_run)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    from benchkit.define.expand import asv_class_name
+
     cases = selected_cases(args)
     for case in cases:
-        modes = case.autolabels.as_dict
-        print(
-            f"{'/'.join(case.label)}\t{modes['runtime']}\t{modes['autograd']}\t"
-            f"{modes['language']}\t{case.timer_args.num_threads} thread(s)"
-        )
-    print(f"{len(cases)} case(s)", file=sys.stderr)
+        print(f"{asv_class_name(case)}\t{case.key}")
+    print(f"{len(cases)} case(s): asv's name (for -b, `asv run -b`, `asv find`), then its readable key",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 
@@ -85,9 +127,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchkit.measure.walltime.worker import Outcome, run_cases
 
     cases = selected_cases(args)
-    if not cases:
-        print("no case matches", file=sys.stderr)
-        return 1
     cpp_suite = CppSuite([c.timer_args for c in cases])
     compile_errors = build_all(cpp_suite.shards, progress=lambda m: print(m, file=sys.stderr, flush=True))
 
@@ -115,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         to_run,
         cpp_suite,
         jobs=args.jobs,
-        timeout=args.timeout,
+        timeout=args.case_timeout,
         min_run_time=args.min_run_time,
         on_done=report,
     ):

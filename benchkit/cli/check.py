@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from benchkit.cli.cases import add_bench_option, asv_bench
 from benchkit.report import check as gate
 from benchkit.report.check import WHY_HINT, run_check
 
@@ -20,6 +21,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         env=args.env,
         factor=args.factor,
         show_unchanged=args.show_unchanged,
+        bench=asv_bench(args.bench),
     )
     sys.stdout.write(verdict.markdown)
     for problem in verdict.problems:
@@ -30,6 +32,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
         from benchkit.util import atomic_write_text
 
         atomic_write_text(args.markdown, verdict.markdown)
+    if args.json:
+        from benchkit.report.check_json import verdict_json
+        from benchkit.util import atomic_write_json
+
+        atomic_write_json(args.json, verdict_json(verdict, args.base, args.head))
     return verdict.exit_code
 
 
@@ -53,6 +60,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--machine", help="asv machine name (needed when results hold several machines)")
     parser.add_argument("--env", help="compare only this asv environment")
     parser.add_argument("--factor", type=float, help="wall-time factor, e.g. 1.10 (overrides the config)")
-    parser.add_argument("--markdown", type=Path, help="also write the Markdown report to this file")
+    parser.add_argument("--markdown", type=Path, metavar="OUT", help="also write the Markdown report to OUT")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        metavar="OUT",
+        help="also write the verdicts as JSON to OUT (each benchmark's verdict, ratio, threshold, MDC; "
+        "exit code and its reason; why a comparison is incomplete)",
+    )
     parser.add_argument("--show-unchanged", action="store_true", help="list unchanged benchmarks too")
+    add_bench_option(
+        parser,
+        "judge only benchmarks matching REGEX (repeatable; asv's name or a case's readable "
+        "key, as `benchkit list` prints them); a selected benchmark without a number on HEAD fails",
+    )
     parser.set_defaults(func=_cmd_check)

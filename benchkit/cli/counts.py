@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchkit.cli.cases import add_selection
 from benchkit.measure.callgrind.policy import DEFAULT_CASE_TIMEOUT
 from benchkit.measure.callgrind.results import BatchResult, ValgrindUnavailable
 from benchkit.measure.callgrind.supervisor import collect
@@ -19,14 +20,11 @@ def counts_json(result: BatchResult) -> dict[str, Any]:
 
 
 def _cmd_counts(args: argparse.Namespace) -> int:
-    from benchkit.define.expand import select
-    from benchkit.define.loader import load_cases
+    from benchkit.cli.cases import selected_cases
     from benchkit.errors import UserError
     from benchkit.util import atomic_write_json
 
-    cases = select(load_cases(args.definitions), args.filter)
-    if not cases:
-        raise UserError(f"no case matches --filter {args.filter!r}")
+    cases = selected_cases(args)
     try:
         result = collect(cases, jobs=args.jobs, case_timeout=args.case_timeout, keep_files=args.keep_files)
     except ValgrindUnavailable as e:
@@ -58,13 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="Callgrind instruction counts of cases (outside asv)",
         description="Count instructions per statement execution under Callgrind, in batches.",
     )
-    parser.add_argument(
-        "--definitions",
-        action="append",
-        metavar="PATH",
-        help="benchmark definitions module (repeatable; default: BENCHKIT_DEFINITIONS)",
-    )
-    parser.add_argument("--filter", metavar="REGEX", help="only cases whose key matches")
+    add_selection(parser)
     parser.add_argument("--json", type=Path, metavar="OUT", help='write {case: {"instructions": N, ...}}')
     parser.add_argument(
         "--profile", type=Path, metavar="OUT", help="also save function-level profiles (.json.gz)"

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
+from benchkit.cli.cases import add_bench_option, nothing_matched
 from benchkit.errors import UserError
 from benchkit.measure.callgrind.profiles import load_profile
 from benchkit.report.diff import diff_profiles, format_diff, resolve_profile
+
+
+def _key_pattern(bench: list[str]) -> str | None:
+    """Profiles are keyed by the readable key: `-b` in any form a case has -> a regex over keys."""
+    if not bench:
+        return None
+    from benchkit.define.expand import compile_pattern, select
+    from benchkit.define.loader import load_cases
+
+    for pattern in bench:
+        compile_pattern(pattern, "-b")
+    keys = [case.key for case in select(load_cases(), bench)]
+    return "|".join([*(f"(?:{p})" for p in bench), *(f"^{re.escape(k)}$" for k in keys)])
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
@@ -16,9 +31,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         resolve_profile(name, args.asv_config, args.machine, args.env) for name in (args.base, args.head)
     ]
     base, head = (load_profile(p) for p in paths)
-    diffs = diff_profiles(base, head, args.filter, args.top)
+    diffs = diff_profiles(base, head, _key_pattern(args.bench), args.top)
     if not diffs:
-        raise UserError(f"no case matches --filter {args.filter!r}")
+        raise UserError(nothing_matched(args.bench))
     sys.stdout.write(format_diff(diffs, base.label, head.label, args.all))
     if args.json:
         from benchkit.util import atomic_write_json
@@ -35,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument("base", metavar="BASE", help="commit hash (prefix), history ref, or profile file")
     parser.add_argument("head", metavar="HEAD", help="commit hash (prefix), history ref, or profile file")
-    parser.add_argument("-f", "--filter", metavar="REGEX", help="only cases whose key matches")
+    add_bench_option(parser)
     parser.add_argument("--top", type=int, default=8, help="functions shown per direction (default 8)")
     parser.add_argument("--all", action="store_true", help="also list unchanged cases")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the diff as JSON")

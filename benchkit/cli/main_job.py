@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from benchkit import mainjob
+from benchkit.cli.history import add_pip_options, pip_source
 from benchkit.errors import UserError
-from benchkit.history import repo as history
 from benchkit.mainjob import run_main_job
 from benchkit.measure.walltime.timing import WALL_TIME_ROUNDS
 
@@ -23,15 +23,28 @@ def _positive(text: str) -> int:
 def _cmd_main(args: argparse.Namespace) -> int:
     if shutil.which("git") is None:
         raise UserError("git is needed for the torch history and asv; install it first")
+    conf, checkout = args.asv_config, None
+    if not conf.is_file() and conf == Path("asv.conf.json"):
+        from benchkit.history import source
+
+        checkout = source.torch_checkout(Path.cwd())
+        if checkout is not None:  # inside a PyTorch checkout: it is the repository asv measures
+            if args.build:
+                raise UserError(
+                    "--build adds to the wheel history; inside a PyTorch checkout, check out a commit"
+                )
+            conf = source.source_project(checkout)
     try:
         return run_main_job(
-            args.asv_config,
+            conf,
             builds=args.build,
             include_index=not args.no_index,
             rounds=args.rounds,
             rerun=args.rerun,
             bench=args.bench,
             machine=args.machine,
+            source=pip_source(args),
+            checkout=checkout,
         )
     except KeyboardInterrupt:
         print(
@@ -61,18 +74,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--build",
         action="append",
         metavar="WHEEL",
-        help="torch builds for the history instead of the defaults (repeatable: wheel file or requirement)",
+        help="torch builds for the history instead of the defaults (repeatable: wheel file or "
+        "requirement); default: the installed torch and the newest newer release pip finds",
     )
     parser.add_argument(
         "--no-index",
         action="store_true",
-        help=f"leave {history.DEFAULT_INDEX_REQUIREMENT} out of the defaults",
+        help="leave the newest torch release from the index out of the default builds",
     )
+    add_pip_options(parser)
     parser.add_argument(
         "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
     )
     parser.add_argument("--machine", help="asv machine name (default: this host's)")
     parser.add_argument(
-        "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
+        "--asv-config",
+        type=Path,
+        default=Path("asv.conf.json"),
+        help="default: ./asv.conf.json; inside a PyTorch checkout without one, a config measuring "
+        "that checkout (results kept in benchkit's .asv/source/)",
     )
     parser.set_defaults(func=_cmd_main)

@@ -17,7 +17,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "publish",
-        help="asv publish into html/ plus benchkit's changes, why and operator pages",
+        help="asv publish into html/ plus benchkit's changes, why, operators and regressions pages",
         description=(site.__doc__ or "").split("\n\n")[0],
     )
     parser.add_argument(

@@ -6,12 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from benchkit.cli.cases import add_bench_option
 from benchkit.report import changepoints
 
 
 def _cmd_regressions(args: argparse.Namespace) -> int:
+    from benchkit.cli.cases import asv_bench, nothing_matched
+    from benchkit.errors import UserError
     from benchkit.history.results import benchmark_units, load_asv_config, load_history, pick_machine
-    from benchkit.report.check import find_check_config, metric_judge
+    from benchkit.report.check import find_check_config, metric_judge, selected
     from benchkit.report.check_config import load_check_config, parse_check_config
     from benchkit.util import atomic_write_json
 
@@ -20,6 +23,15 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     machine = pick_machine(conf.results_dir, args.machine)
     history = load_history(conf, machine, args.env)
+    if not history:
+        raise UserError(
+            f"no results of any commit for machine {machine} in {conf.results_dir}: nothing to scan"
+        )
+    bench = asv_bench(args.bench)
+    if bench:
+        history = [selected(result_set, bench) for result_set in history]
+        if not any(r.measurements for r in history):
+            raise UserError(nothing_matched(args.bench).replace("benchmark case", "benchmark result"))
     metric_of = metric_judge(benchmark_units(conf), config)
     found = changepoints.history_steps(
         history,
@@ -63,4 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--machine", help="asv machine name (needed when results hold several machines)")
     parser.add_argument("--env", help="only this asv environment")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the steps as JSON to OUT")
+    add_bench_option(
+        parser, "only benchmarks matching REGEX (repeatable; asv's name or a case's readable key)"
+    )
     parser.set_defaults(func=_cmd_regressions)

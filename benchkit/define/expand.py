@@ -218,15 +218,47 @@ def materialize(definition: Mapping[Any, Any]) -> tuple[Case, ...]:
     return tuple(cases)
 
 
-def select(cases: Iterable[Case], pattern: str | None) -> list[Case]:
-    """Cases whose key matches the regex `pattern` (all when None)."""
-    if not pattern:
-        return list(cases)
+ASV_MODULE = "instruction_counts"  # benchmarks/instruction_counts.py: asv names start with it
+ASV_METHODS = ("time_wall", "track_instructions")
+
+
+def case_names(case: Case) -> tuple[str, ...]:
+    """Every name a user sees for `case`: asv's benchmark names (what `-b` matches, the class name
+    `benchkit list` prints first), the class name alone, and the readable key."""
+    cls = asv_class_name(case)
+    return (*(f"{ASV_MODULE}.{cls}.{method}" for method in ASV_METHODS), cls, case.key)
+
+
+def compile_pattern(pattern: str, flag: str = "--filter") -> re.Pattern[str]:
     try:
-        regex = re.compile(pattern)
+        return re.compile(pattern)
     except re.error as e:
-        raise DefinitionError(f"--filter {pattern!r} is not a valid regular expression: {e}") from None
-    return [case for case in cases if regex.search(case.key)]
+        raise DefinitionError(f"{flag} {pattern!r} is not a valid regular expression: {e}") from None
+
+
+def select(cases: Iterable[Case], pattern: str | Sequence[str] | None) -> list[Case]:
+    """Cases with a name (`case_names`: asv's, the class, the readable key) matching a regex
+    of `pattern` (one or several, any of them; all cases when None or empty)."""
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern or ())
+    if not patterns:
+        return list(cases)
+    regexes = [compile_pattern(p) for p in patterns]
+    return [case for case in cases if any(r.search(n) for r in regexes for n in case_names(case))]
+
+
+def asv_bench_regexes(patterns: Sequence[str], cases: Iterable[Case]) -> list[str]:
+    """asv ``--bench`` regexes selecting what `patterns` select in any naming: each pattern as
+    given (asv's own names, e.g. operator benchmarks) plus the asv names of the cases it selects
+    by another name (e.g. a readable key such as ``nn Modules/Linear``)."""
+    cases = list(cases)
+    out: list[str] = []
+    for pattern in patterns:
+        compile_pattern(pattern, "-b")
+        out.append(pattern)
+        names = sorted({asv_class_name(c) for c in select(cases, pattern)})
+        if names:
+            out.append(rf"^{ASV_MODULE}\.(?:{'|'.join(map(re.escape, names))})\.")
+    return out
 
 
 # -- asv benchmark generation -----------------------------------------------------

@@ -234,7 +234,10 @@ def plan_build(
             "commit, see `benchkit history`) and is not a PyTorch source checkout (setup.py and torch/)"
         )
     folders = wheelhouses(environ)
-    found = find_wheel_by_git_version(folders, commit)
+    # then benchkit's wheel store: every wheel a history ever recorded, and earlier source builds
+    found = find_wheel_by_git_version(
+        [*folders, *sorted(p for p in wheel_store().iterdir() if p.is_dir())], commit
+    )
     if found is not None:
         return BuildPlan(
             "wheelhouse", commit, f"prebuilt wheel {found.version} matches git_version", found.path
@@ -282,6 +285,8 @@ def execute_plan(plan: BuildPlan, cache_dir_: Path, environ: Mapping[str, str] |
     if folders:  # keep source builds: other environments and machines can reuse them
         kept = link_or_copy(built[0], folders[0] / built[0].name)
         _log(f"kept a copy in wheelhouse {kept}")
+    stored = store_wheel(built[0], file_sha256(built[0]))  # found by git_version next time
+    _log(f"kept in the wheel store: {stored}")
     return built[0]
 
 

@@ -22,26 +22,16 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.build_step import BUILD_FILE, BuildRecord
-from benchkit.history.wheels import (
-    download_requirement,
-    file_sha256,
-    read_wheel_info,
-    store_wheel,
-    wheel_store,
-)
+from benchkit.history.sources import PIP_CONFIG, PipSource, fetch
+from benchkit.history.wheels import file_sha256, read_wheel_info, store_wheel
 
 MAIN_BRANCH = "main"
 DEFAULT_REPO = Path(".benchkit/torch-history")
-# The two real points of history on this kind of machine: the local CPU wheel
-# (pip's find-links folder) and the next release from the package index.
-DEFAULT_LOCAL_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
-DEFAULT_INDEX_REQUIREMENT = "torch==2.14.1"
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "benchkit",
     "GIT_AUTHOR_EMAIL": "benchkit@localhost",
@@ -93,6 +83,17 @@ class HistoryRepo:
     def branch_tip(self, branch: str) -> str | None:
         out = self.git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}", check=False)
         return out or None
+
+    def head_branch(self) -> str:
+        """The branch HEAD names: what `asv run HEAD^!` and `asv continuous main HEAD` measure."""
+        return self.git("symbolic-ref", "--short", "HEAD")
+
+    def set_head(self, branch: str) -> None:
+        if self.branch_tip(branch) is None:
+            raise UserError(
+                f"history {self.path} has no branch {branch!r} (branches: {', '.join(self.branches())})"
+            )
+        self.git("symbolic-ref", "HEAD", f"refs/heads/{branch}")
 
     def branches(self) -> list[str]:
         out = self.git("for-each-ref", "--format=%(refname:short)", "refs/heads")
@@ -187,22 +188,26 @@ def record_for_wheel(path: Path, requirement: str | None = None, note: str | Non
     )
 
 
-def record_for_requirement(requirement: str, note: str | None = None) -> BuildRecord:
-    """Fetch the wheel pip would install for `requirement` (no dependencies) and record it."""
-    if not requirement.replace(" ", "").startswith("torch"):
+def record_for_requirement(
+    requirement: str, note: str | None = None, source: PipSource = PIP_CONFIG
+) -> BuildRecord:
+    """The wheel pip picks for `requirement` (no dependencies), kept in the wheel store and recorded.
+
+    A wheel already in the store (same sha256) is not fetched again.
+    """
+    if not re.match(r"torch(?![A-Za-z0-9_.-])", requirement.replace(" ", "")):
         raise UserError(
             f"{requirement!r} is neither a wheel file nor a torch requirement such as torch==2.14.1"
         )
-    with tempfile.TemporaryDirectory(prefix="benchkit-dl-", dir=wheel_store()) as tmp:
-        wheel = download_requirement(requirement, Path(tmp))
-        return record_for_wheel(wheel, requirement=requirement, note=note)
+    fetched = fetch(requirement, source)
+    return record_for_wheel(fetched.path, requirement=requirement, note=note)
 
 
-def record_for(build: str, note: str | None = None) -> BuildRecord:
+def record_for(build: str, note: str | None = None, source: PipSource = PIP_CONFIG) -> BuildRecord:
     path = Path(build).expanduser()
     if path.suffix == ".whl" or path.exists() or os.sep in build:
         return record_for_wheel(path, note=note)
-    return record_for_requirement(build, note=note)
+    return record_for_requirement(build, note=note, source=source)
 
 
 # ------------------------------------------------------------------- operations
@@ -249,17 +254,28 @@ def add_build(
             )
     commit = repo.commit_record(record, branch, tag)
     log(f"{branch}: {commit[:12]} torch {record.torch_version} (git_version {record.git_version[:12]})")
+    repo.set_head(branch)  # like a checkout: HEAD is the branch of the build added last
     return commit
 
 
-def default_builds(include_index: bool = True) -> list[str]:
-    builds = [str(DEFAULT_LOCAL_WHEEL)]
-    if include_index:
-        builds.append(DEFAULT_INDEX_REQUIREMENT)
-    return builds
+def describe_refs(repo: HistoryRepo) -> list[str]:
+    """One line each for main and HEAD: what `asv continuous main HEAD` compares."""
+    lines = []
+    head = repo.head_branch()
+    for name, branch in ((MAIN_BRANCH, MAIN_BRANCH), ("HEAD", head)):
+        tip = repo.branch_tip(branch)
+        if tip is None:
+            lines.append(f"{name}: (no builds yet)")
+            continue
+        record = repo.record(tip)
+        via = f" -> {branch}" if name == "HEAD" else ""
+        lines.append(f"{name}{via}: {tip[:12]} torch {record.torch_version} (built {record.build_date})")
+    return lines
 
 
-def init_history(repo: HistoryRepo, builds: Sequence[str], optional: Sequence[str] = ()) -> list[str]:
+def init_history(
+    repo: HistoryRepo, builds: Sequence[str], optional: Sequence[str] = (), source: PipSource = PIP_CONFIG
+) -> list[str]:
     """Create (or complete) the history's main branch with `builds`, oldest build first.
 
     Builds already on main are kept; `optional` builds that cannot be fetched
@@ -268,11 +284,16 @@ def init_history(repo: HistoryRepo, builds: Sequence[str], optional: Sequence[st
     records: list[BuildRecord] = []
     for build in builds:
         try:
-            records.append(record_for(build))
+            records.append(record_for(build, source=source))
         except UserError as e:
             if build not in optional:
                 raise
             log(f"warning: leaving {build} out of the history: {e}")
+    return init_history_records(repo, records)
+
+
+def init_history_records(repo: HistoryRepo, records: Sequence[BuildRecord]) -> list[str]:
+    """Put `records` on main, sorted by build date, leaving out builds main already has."""
     if not repo.exists():
         repo.init()
         log(f"created {repo.path}")

@@ -97,6 +97,8 @@ def result_machines(results_dir: str) -> list[str]:
 def pick_machine(results_dir: str, machine: str | None) -> str:
     """The machine to read: the one asked for, or the only one with results."""
     machines = result_machines(results_dir)
+    if not machines:
+        raise UserError(f"no asv results in {results_dir}: run asv first (`benchkit main`, `asv run`)")
     if machine is None:
         if len(machines) != 1:
             listed = ", ".join(machines) or "none"

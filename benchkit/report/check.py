@@ -41,6 +41,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -422,6 +423,18 @@ def _beyond_first(rows: Sequence[Comparison]) -> list[Comparison]:
 # ------------------------------------------------------------------ the gate
 
 
+def selected(result_set: ResultSet, bench: Sequence[str]) -> ResultSet:
+    """`result_set` with only the benchmarks (names with parameters) an asv ``-b`` regex matches."""
+    if not bench:
+        return result_set
+    try:
+        regexes = [re.compile(b) for b in bench]
+    except re.error as e:
+        raise UserError(f"-b {e.pattern!r} is not a valid regular expression: {e}") from None
+    kept = {k: m for k, m in result_set.measurements.items() if any(r.search(k[0]) for r in regexes)}
+    return dataclasses.replace(result_set, measurements=kept)
+
+
 def find_check_config(conf_dir: Path) -> Path | None:
     return next((conf_dir / n for n in DEFAULT_CONFIG_NAMES if (conf_dir / n).is_file()), None)
 
@@ -435,8 +448,10 @@ def run_check(
     env: str | None = None,
     factor: float | None = None,
     show_unchanged: bool = False,
+    bench: Sequence[str] = (),
 ) -> Verdict:
-    """Compare two commits' results.
+    """Compare two commits' results (only benchmarks whose asv name matches a `bench` regex,
+    asv's ``-b`` rule, when given: a selected benchmark lacking a number on HEAD still fails).
 
     Raises `UserError` when there is nothing to read (no results, an unknown
     commit or machine, a bad config); an incomplete comparison is a verdict
@@ -459,7 +474,12 @@ def run_check(
             raise UserError(
                 f"no results for {label} (commit {commit[:8]}) on machine {machine}{where}: run it first"
             )
-        sets.append(result_set)
+        sets.append(selected(result_set, bench))
+    if bench and not any(s.measurements for s in sets):
+        shown = " ".join(f"-b {b!r}" for b in bench)
+        raise UserError(
+            f"nothing matched: no result of {base} or {head} on machine {machine} matches {shown}"
+        )
     units = benchmark_units(conf)
     noise = history_noise(history, units, config)
     comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)

@@ -210,3 +210,12 @@ def format_value(value: Any) -> str:
 
 def format_call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     return f"({format_value(tuple(args))}, {format_value(dict(kwargs))})"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OperatorInputRecorder":  # an import path the docs once gave
+        raise ImportError(
+            "OperatorInputRecorder lives in benchkit.measure.operators.recorder: "
+            "from benchkit.measure.operators.recorder import OperatorInputRecorder"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
