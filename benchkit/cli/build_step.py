@@ -15,6 +15,7 @@ from benchkit.errors import UserError
 from benchkit.history import build_step
 from benchkit.history.build_step import execute_plan, plan_build
 from benchkit.history.install import install_wheel
+from benchkit.history.lock import check_asv_step
 from benchkit.history.wheels import remove_torch, verify_installed
 from benchkit.util import atomic_write_json
 
@@ -46,6 +47,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
+        if args.action != "plan":
+            # asv runs these in the asv config's folder (`in-dir={conf_dir}`).
+            check_asv_step(Path.cwd())
         if args.action in ("build", "plan"):
             plan = plan_build(args.build_dir.resolve(), args.commit, args.cache_dir.resolve())
             _log(plan.describe())

@@ -6,11 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from benchkit.cli.options import add_damage_option
+from benchkit.history.results import DamagedFile
 from benchkit.report import check as gate
 from benchkit.report.check import WHY_HINT, run_check
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    damaged: list[DamagedFile] | None = [] if args.skip_damaged else None
     verdict = run_check(
         args.base,
         args.head,
@@ -20,7 +23,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         env=args.env,
         factor=args.factor,
         show_unchanged=args.show_unchanged,
+        damaged=damaged,
     )
+    for found in damaged or ():
+        print(f"benchkit check: --skip-damaged: left out {found.describe()}", file=sys.stderr)
     sys.stdout.write(verdict.markdown)
     for problem in verdict.problems:
         print(f"benchkit check: could not compare: {problem}", file=sys.stderr)
@@ -55,4 +61,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--factor", type=float, help="wall-time factor, e.g. 1.10 (overrides the config)")
     parser.add_argument("--markdown", type=Path, help="also write the Markdown report to this file")
     parser.add_argument("--show-unchanged", action="store_true", help="list unchanged benchmarks too")
+    add_damage_option(parser)
     parser.set_defaults(func=_cmd_check)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from benchkit import mainjob
+from benchkit.cli.options import add_damage_option, add_job_options
 from benchkit.errors import UserError
 from benchkit.history import repo as history
 from benchkit.mainjob import run_main_job
@@ -32,6 +33,8 @@ def _cmd_main(args: argparse.Namespace) -> int:
             rerun=args.rerun,
             bench=args.bench,
             machine=args.machine,
+            wait=not args.no_wait,
+            skip_damaged=args.skip_damaged,
         )
     except KeyboardInterrupt:
         print(
@@ -72,6 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
     )
     parser.add_argument("--machine", help="asv machine name (default: this host's)")
+    add_job_options(parser)
+    add_damage_option(parser)
     parser.add_argument(
         "--asv-config", type=Path, default=Path("asv.conf.json"), help="default: ./asv.conf.json"
     )

@@ -6,11 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from benchkit.cli.options import add_damage_option
 from benchkit.report import changepoints
 
 
 def _cmd_regressions(args: argparse.Namespace) -> int:
-    from benchkit.history.results import benchmark_units, load_asv_config, load_history, pick_machine
+    from benchkit.history.results import (
+        DamagedFile,
+        benchmark_units,
+        load_asv_config,
+        load_history,
+        pick_machine,
+    )
     from benchkit.report.check import find_check_config, metric_judge
     from benchkit.report.check_config import load_check_config, parse_check_config
     from benchkit.util import atomic_write_json
@@ -19,8 +26,11 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
     config_path = args.config or find_check_config(args.asv_config.resolve().parent)
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     machine = pick_machine(conf.results_dir, args.machine)
-    history = load_history(conf, machine, args.env)
-    metric_of = metric_judge(benchmark_units(conf), config)
+    damaged: list[DamagedFile] | None = [] if args.skip_damaged else None
+    history = load_history(conf, machine, args.env, damaged)
+    metric_of = metric_judge(benchmark_units(conf, damaged), config)
+    for found in damaged or ():
+        print(f"benchkit regressions: --skip-damaged: left out {found.describe()}", file=sys.stderr)
     steps = changepoints.changepoints(
         history, metric_of, lambda name: config.rule_for(name, metric_of(name))[1]
     )
@@ -58,4 +68,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--machine", help="asv machine name (needed when results hold several machines)")
     parser.add_argument("--env", help="only this asv environment")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the steps as JSON to OUT")
+    add_damage_option(parser)
     parser.set_defaults(func=_cmd_regressions)

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.results import (
+    Damaged,
     Measurement,
     ResultSet,
     benchmark_units,
@@ -435,12 +436,14 @@ def run_check(
     env: str | None = None,
     factor: float | None = None,
     show_unchanged: bool = False,
+    damaged: Damaged = None,
 ) -> Verdict:
     """Compare two commits' results.
 
     Raises `UserError` when there is nothing to read (no results, an unknown
-    commit or machine, a bad config); an incomplete comparison is a verdict
-    with exit code 2 and its `problems`, so the table still shows what there is.
+    commit or machine, a bad config, a damaged results file unless `damaged`
+    collects it); an incomplete comparison is a verdict with exit code 2 and its
+    `problems`, so the table still shows what there is.
     """
     conf = load_asv_config(asv_config)
     config_path = config_path or find_check_config(asv_config.resolve().parent)
@@ -450,17 +453,17 @@ def run_check(
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
     machine = pick_machine(conf.results_dir, machine)
     sets = []
-    history = load_history(conf, machine, env)
+    history = load_history(conf, machine, env, damaged)
     for label in (base, head):
         commit = resolve_commit(conf, label, machine)
-        result_set = load_result_set(conf, commit, machine, env)
+        result_set = load_result_set(conf, commit, machine, env, damaged)
         if not result_set.measurements:
             where = f" in environment {env}" if env else ""
             raise UserError(
                 f"no results for {label} (commit {commit[:8]}) on machine {machine}{where}: run it first"
             )
         sets.append(result_set)
-    units = benchmark_units(conf)
+    units = benchmark_units(conf, damaged)
     noise = history_noise(history, units, config)
     comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
