@@ -107,8 +107,9 @@ class SiteData:
     benchmarks: Mapping[str, BenchmarkInfo]  # unrolled name -> info
     config: check_config.CheckConfig
     env_count: int
-    # Results files left out (--skip-damaged), by path relative to the project.
-    damaged: tuple[str, ...] = ()
+    # Results files left out (--skip-damaged); pages name them relative to the project folder.
+    damaged: tuple[DamagedFile, ...] = ()
+    project_dir: Path | None = None
 
 
 def slug(text: str) -> str:
@@ -295,7 +296,8 @@ def load_site_data(conf_path: Path, config_path: Path | None = None, skip_damage
         benchmarks=_benchmark_infos(conf, damaged),
         config=_check_config(conf_path, config_path),
         env_count=len(envs),
-        damaged=tuple(f.describe(conf_path.resolve().parent) for f in damaged or ()),
+        damaged=tuple(damaged or ()),
+        project_dir=conf_path.resolve().parent,
     )
 
 

@@ -229,8 +229,8 @@ def _publish_into(
         proc.kill()
         proc.wait()
         raise
-    for line in data.damaged:
-        log(f"--skip-damaged: left out {line}")
+    for found in data.damaged:
+        log(f"--skip-damaged: left out {found.describe()}")
     rendered_s = time.perf_counter() - started
     _wait_asv_publish(proc)
     asv_s = time.perf_counter() - started
