@@ -188,12 +188,16 @@ def test_a_publish_killed_midway_leaves_the_old_site_whole(project: Path) -> Non
         path.write_text(json.dumps(data))
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchkit.cli", "publish", "--asv-config", str(project)],
-        env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     deadline = time.monotonic() + 120
-    while not list(project.parent.glob(".html.new-*/*.html")) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    proc.kill()
+    # Midway: `asv publish` (its child) is writing the new site.
+    while time.monotonic() < deadline and proc.poll() is None:
+        if children.read_text().split() and list(project.parent.glob(".html.new-*/*")):
+            break
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)  # the job: benchkit and its asv
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "publish ended before it could be killed midway"
     now = {p.relative_to(html): p.read_bytes() for p in html.rglob("*") if p.is_file()}

@@ -74,7 +74,8 @@ Damaged = list[DamagedFile] | None
 
 
 def _damage(damaged: Damaged, path: str | Path, error: Exception) -> None:
-    reason = str(error).replace(f"{path}", "").replace("in file ''", "").strip(" :") or type(error).__name__
+    reason = str(error).replace(f" in file '{path}'", "").replace(f"{path}", "").strip(" :")
+    reason = reason or type(error).__name__
     found = DamagedFile(Path(path), reason)
     if damaged is None:
         raise DamagedResults([found])
