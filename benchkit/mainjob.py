@@ -220,6 +220,7 @@ def _run_main_job(
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
     # Profiles go under the machine asv records for (asv does not tell benchmarks).
     env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
+    run_code = 0
     if todo:
         with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
             hashfile = Path(scratch) / "commits.txt"
@@ -249,6 +250,8 @@ def _run_main_job(
     summary = run_summary.summarize(conf_path, machine_name, labels, bench, damaged)
     print(summary.table, file=sys.stderr)
     problems = summary.problems
+    if run_code and not problems:  # not a failed benchmark: e.g. it could not save its results
+        problems.append(f"asv run exited {run_code} (see its output above)")
     code = 1 if problems else 0
     if len(main_commits) >= 2:
         first, last = labels[0][1], labels[-1][1]
