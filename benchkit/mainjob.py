@@ -42,7 +42,7 @@ from pathlib import Path
 from benchkit.errors import UserError
 from benchkit.history import repo as history
 from benchkit.history.lock import job_lock
-from benchkit.history.results import DamagedFile
+from benchkit.history.results import DamagedFile, load_asv_config, set_aside_damaged
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
 from benchkit.util import atomic_write_json, content_key
 
@@ -221,6 +221,9 @@ def _run_main_job(
     # Profiles go under the machine asv records for (asv does not tell benchmarks).
     env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
     run_code = 0
+    conf = load_asv_config(conf_path)
+    for found in set_aside_damaged(conf, machine_name, todo):
+        progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")
     if todo:
         with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
             hashfile = Path(scratch) / "commits.txt"

@@ -169,3 +169,14 @@ def test_a_full_disk_while_results_are_written_is_not_finished(job: AsvProject) 
     assert proc.returncode != 0, output[-3000:]
     assert ledger(job) == [], output[-3000:]
     plain_run(job)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_a_damaged_results_file_is_set_aside_and_measured_again(job: AsvProject, damage: str) -> None:
+    [path] = results(job)
+    assert ledger(job), "the plain run before recorded its build"
+    path.write_bytes(path.read_bytes()[:300] if damage == "truncated" else b"")
+    done = plain_run(job)
+    assert f"damaged results file {path}: Error parsing JSON" in done.stderr, done.stderr[-3000:]
+    assert "asv run over 1 of 1 torch build(s)" in done.stderr
+    assert path.with_name(path.name + ".damaged").is_file()

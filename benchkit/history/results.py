@@ -107,7 +107,7 @@ def _iter_results(
     for name in names:
         if not name.endswith(".json") or name == "machine.json" or name.startswith("."):
             continue
-        if commit is not None and name.split("-")[0] != commit:
+        if commit is not None and name.split("-")[0] != commit[:8]:  # asv names files by 8
             continue
         path = folder / name
         try:
@@ -319,3 +319,17 @@ def default_metric(name: str, unit: str | None) -> str:
     if unit == "seconds" or (unit is None and method.startswith("time_")):
         return "wall_time"
     return "ratio"
+
+
+def set_aside_damaged(conf: Any, machine: str, commits: Iterable[str]) -> list[DamagedFile]:
+    """Rename the damaged results files of these commits to ``*.json.damaged`` (which asv does not
+    read), so that measuring them again starts afresh: asv's run loads a commit's results file
+    before adding to it, and fails on one it cannot read."""
+    found: list[DamagedFile] = []
+    for commit in commits:
+        for _ in _iter_results(conf.results_dir, machine, found, commit):
+            pass
+    for damaged in found:
+        if damaged.path.name != "machine.json":
+            os.replace(damaged.path, damaged.path.with_name(damaged.path.name + ".damaged"))
+    return found
