@@ -126,11 +126,13 @@ def test_kill_9_at_each_step_then_a_plain_run_ends_with_every_number(job: AsvPro
         path.unlink()  # what the job before measured: measure again
     for step in range(1, 6):
         seen = _kill_at(job, step)
+        print(f"killed at step {step}: results {[p.name for p in results(job)]}, ledger {ledger(job)}")
         assert f"==> [{step}/5]" in seen, seen[-3000:]
         if step == 3:
             assert results(job), "killed before asv saved a round"
             assert ledger(job) == [], "a build killed during asv run was recorded as finished"
-    plain_run(job)
+    done = plain_run(job)
+    print("plain run after the kills:\n" + done.stderr[-1500:])
 
 
 def test_a_results_folder_that_turns_read_only_is_not_finished(job: AsvProject) -> None:
@@ -146,6 +148,7 @@ def test_a_results_folder_that_turns_read_only_is_not_finished(job: AsvProject) 
     finally:
         subprocess.run(["umount", str(folder)], check=True)
     output = done.stdout + done.stderr
+    print(f"read-only results folder: exit {done.returncode}\n" + output[-1500:])
     assert done.returncode != 0, output[-3000:]
     assert "Read-only file system" in output and "lack numbers" in output, output[-3000:]
     assert ledger(job) == []
@@ -166,6 +169,7 @@ def test_a_full_disk_while_results_are_written_is_not_finished(job: AsvProject) 
         text=True, preexec_fn=small_disk,
     )  # fmt: skip
     output, _ = proc.communicate(timeout=900)
+    print(f"full disk: exit {proc.returncode}\n" + output[-1500:])
     assert proc.returncode != 0, output[-3000:]
     assert ledger(job) == [], output[-3000:]
     plain_run(job)
