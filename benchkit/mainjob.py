@@ -142,8 +142,14 @@ class Ledger:
         return set(self._load().get(self.key, []))
 
     def record(self, commits: Sequence[str]) -> None:
+        self._write(set(self.finished()) | set(commits))
+
+    def forget(self, commits: Sequence[str]) -> None:
+        self._write(self.finished() - set(commits))
+
+    def _write(self, commits: set[str]) -> None:
         data = self._load()
-        data[self.key] = sorted(set(data.get(self.key, [])) | set(commits))
+        data[self.key] = sorted(commits)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path, data)
 
@@ -212,7 +218,12 @@ def _run_main_job(
     expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
     done = set() if rerun else ledger.finished()
     if done:  # a finished build whose results were lost or damaged since is measured again
-        done = set(run_summary.complete_builds(conf_path, expected, sorted(done)))
+        still = set(run_summary.complete_builds(conf_path, expected, sorted(done)))
+        if still != done:
+            ledger.forget(sorted(done - still))
+            lost = len(done - still)
+            progress.note(f"{lost} build(s) recorded as finished lack numbers now: measured again")
+        done = still
     todo = [c for c in main_commits if c not in done]
     progress.step(3, f"asv run over {len(todo)} of {len(main_commits)} torch build(s), {mode}")
     if len(todo) < len(main_commits):
