@@ -148,7 +148,8 @@ def test_a_results_folder_that_turns_read_only_is_not_finished(job: AsvProject) 
     finally:
         subprocess.run(["umount", str(folder)], check=True)
     output = done.stdout + done.stderr
-    print(f"read-only results folder: exit {done.returncode}\n" + output[-1500:])
+    said = [line for line in output.splitlines() if re.search(r"Errno 30|lack numbers|^  - |error:", line)]
+    print(f"read-only results folder: exit {done.returncode}\n" + "\n".join(s[:200] for s in said[:8]))
     assert done.returncode != 0, output[-3000:]
     assert "Read-only file system" in output and "lack numbers" in output, output[-3000:]
     assert ledger(job) == []
@@ -169,8 +170,11 @@ def test_a_full_disk_while_results_are_written_is_not_finished(job: AsvProject) 
         text=True, preexec_fn=small_disk,
     )  # fmt: skip
     output, _ = proc.communicate(timeout=900)
-    print(f"full disk: exit {proc.returncode}\n" + output[-1500:])
+    said = [line for line in output.splitlines() if re.search(r"Errno 27|lack numbers|^  - |error:", line)]
+    sizes = {p.name: p.stat().st_size for p in results(job)}
+    print(f"full disk: exit {proc.returncode}, results {sizes}\n" + "\n".join(s[:200] for s in said[:8]))
     assert proc.returncode != 0, output[-3000:]
+    assert "File too large" in output, output[-3000:]
     assert ledger(job) == [], output[-3000:]
     plain_run(job)
 
