@@ -44,6 +44,8 @@ from benchkit.errors import UserError
 from benchkit.history import repo as history
 from benchkit.history import source as source_checkout
 from benchkit.history.defaults import pick_default_builds
+from benchkit.history.lock import job_lock
+from benchkit.history.results import DamagedFile, load_asv_config, set_aside_damaged
 from benchkit.history.sources import PIP_CONFIG, PipSource
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
 from benchkit.util import atomic_write_json, content_key
@@ -123,10 +125,10 @@ class Ledger:
 
     asv's ``--skip-existing-commits`` skips any commit with a result file, and an
     interrupted interleaved run leaves commits with round 1 only, which it would
-    then skip forever. A commit goes into the ledger only after a whole asv run
-    over it returned; an unfinished commit is measured again from scratch (asv's
-    first round replaces its samples), so resuming gives the same rounds and
-    samples as an uninterrupted job.
+    then skip forever. A commit goes into the ledger only when its results hold every
+    number the job expected (`benchkit.report.run_summary.complete_builds`); any other
+    commit is measured again from scratch (asv's first round replaces its samples), so
+    resuming gives the same rounds and samples as an uninterrupted job.
     """
 
     def __init__(self, conf_path: Path, settings: Sequence[str]) -> None:
@@ -144,17 +146,23 @@ class Ledger:
         return set(self._load().get(self.key, []))
 
     def record(self, commits: Sequence[str]) -> None:
+        self._write(set(self.finished()) | set(commits))
+
+    def forget(self, commits: Sequence[str]) -> None:
+        self._write(self.finished() - set(commits))
+
+    def _write(self, commits: set[str]) -> None:
         data = self._load()
-        data[self.key] = sorted(set(data.get(self.key, [])) | set(commits))
+        data[self.key] = sorted(commits)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path, data)
 
 
-def publish(conf_path: Path) -> Path:
+def publish(conf_path: Path, skip_damaged: bool = False) -> Path:
     """asv's site plus benchkit's pages (`benchkit.report.site.publish`)."""
     from benchkit.report.site.publish import publish as publish_site
 
-    return Path(publish_site(conf_path))
+    return Path(publish_site(conf_path, skip_damaged=skip_damaged))
 
 
 def run_main_job(
@@ -167,12 +175,33 @@ def run_main_job(
     machine: str | None = None,
     source: PipSource = PIP_CONFIG,
     checkout: Path | None = None,
+    wait: bool = True,
+    skip_damaged: bool = False,
 ) -> int:
-    from benchkit.report import check, run_summary
-
+    """The job, holding the checkout's lock (a second job waits, or refuses without `wait`)."""
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found (run `benchkit main` in the benchkit checkout)")
+    with job_lock(conf_path, wait):
+        return _run_main_job(
+            conf_path, builds, include_index, rounds, rerun, bench, machine, skip_damaged, source, checkout
+        )
+
+
+def _run_main_job(
+    conf_path: Path,
+    builds: Sequence[str] | None,
+    include_index: bool,
+    rounds: int | None,
+    rerun: bool,
+    bench: Sequence[str],
+    machine: str | None,
+    skip_damaged: bool,
+    source: PipSource,
+    checkout: Path | None,
+) -> int:
+    from benchkit.report import check, run_summary
+
     progress = _Progress()
     if bench:  # any name a user sees for a case (its readable key too) -> asv's names
         from benchkit.define.expand import asv_bench_regexes
@@ -211,7 +240,15 @@ def run_main_job(
     rounds = rounds or WALL_TIME_ROUNDS
     mode = f"wall time in {rounds} interleaved rounds (processes) of {SAMPLES_PER_ROUND} samples per build"
     ledger = Ledger(conf_path, [machine_name, f"rounds={rounds}x{SAMPLES_PER_ROUND}", *bench])
+    expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
     done = set() if rerun else ledger.finished()
+    if done:  # a finished build whose results were lost or damaged since is measured again
+        still = set(run_summary.complete_builds(conf_path, expected, sorted(done)))
+        if still != done:
+            ledger.forget(sorted(done - still))
+            lost = len(done - still)
+            progress.note(f"{lost} build(s) recorded as finished lack numbers now: measured again")
+        done = still
     todo = [c for c in main_commits if c not in done]
     progress.step(3, f"asv run over {len(todo)} of {len(main_commits)} torch build(s), {mode}")
     if len(todo) < len(main_commits):
@@ -219,6 +256,10 @@ def run_main_job(
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
     # Profiles go under the machine asv records for (asv does not tell benchmarks).
     env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
+    run_code = 0
+    conf = load_asv_config(conf_path)
+    for found in set_aside_damaged(conf, machine_name, todo):
+        progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")
     if todo:
         with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
             hashfile = Path(scratch) / "commits.txt"
@@ -226,26 +267,38 @@ def run_main_job(
             run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
         if run_code < 0:
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
-        ledger.record(todo)  # asv went through every commit, failures included (they are data)
+        # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
+        complete = run_summary.complete_builds(conf_path, expected, todo)
+        ledger.record(complete)
+        if len(complete) < len(todo):
+            progress.note(
+                f"{len(todo) - len(complete)} build(s) lack numbers; the next `benchkit main` "
+                "measures them again"
+            )
 
     progress.step(4, "publishing the site")
     # Any other `asv run` on these results (e.g. `-b REGEX` or another suite selection) rewrites
     # benchmarks.json, and asv publish draws graphs only for what it lists: rediscover first,
     # with the run's rounds, so that benchmarks.json says what was run.
     _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, False, env)
-    html_dir = publish(conf_path)
+    html_dir = publish(conf_path, skip_damaged)
 
     progress.step(5, "what was measured, and what changed between the torch builds")
     labels = [(c, (tags.get(c) or [c[:12]])[0]) for c in main_commits]
-    summary = run_summary.summarize(conf_path, machine_name, labels, bench)
+    damaged: list[DamagedFile] | None = [] if skip_damaged else None
+    summary = run_summary.summarize(conf_path, machine_name, labels, bench, damaged)
     print(summary.table, file=sys.stderr)
     problems = summary.problems
+    if run_code and not problems:  # not a failed benchmark: e.g. it could not save its results
+        problems.append(f"asv run exited {run_code} (see its output above)")
     code = 1 if problems else 0
     if len(main_commits) >= 2:
         first, last = labels[0][1], labels[-1][1]
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
-            verdict = check.run_check(first, last, asv_config=conf_path, machine=machine_name, bench=bench)
+            verdict = check.run_check(
+                first, last, asv_config=conf_path, machine=machine_name, bench=bench, damaged=damaged
+            )
             sys.stdout.write(verdict.markdown)
             if verdict.exit_code:
                 problems.append(f"benchkit check {first} {last} exited {verdict.exit_code} (see above)")
@@ -256,6 +309,9 @@ def run_main_job(
     else:
         progress.note("the history has a single build: nothing to compare")
 
+    for found in damaged or ():
+        problems.append(f"--skip-damaged: left out {found.describe()}")
+        code = max(code, 1)
     minutes = progress.elapsed / 60
     where = (
         f"Site: {html_dir / 'index.html'}\n"

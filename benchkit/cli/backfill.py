@@ -6,19 +6,21 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from benchkit.cli.cases import add_bench_option, nothing_matched
+from benchkit.cli.options import add_job_options
 
 SETTINGS = ("BENCHKIT_DEFINITIONS", "BENCHKIT_STANDARD")  # what the workers must see as the client does
 
 
 def _cmd_backfill(args: argparse.Namespace) -> int:
-    from distributed import Client, LocalCluster
 
-    from benchkit.define.expand import asv_class_name, select
+    from benchkit.define.expand import select
     from benchkit.define.loader import load_cases
     from benchkit.errors import UserError
     from benchkit.history import backfill
+    from benchkit.history.lock import job_lock
     from benchkit.history.repo import HistoryRepo
     from benchkit.history.results import load_asv_config
 
@@ -32,6 +34,25 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
         raise UserError(nothing_matched(args.bench))
     case_filter = "|".join(f"(?:{p})" for p in args.bench) or None
     settings = {name: os.environ[name] for name in SETTINGS if name in os.environ}
+    with job_lock(config, wait=not args.no_wait):
+        return _backfill(args, conf, config, repo, commits, cases, settings, case_filter)
+
+
+def _backfill(
+    args: argparse.Namespace,
+    conf: Any,
+    config: Path,
+    repo: Any,
+    commits: list[str],
+    cases: list[Any],
+    settings: dict[str, str],
+    case_filter: str | None,
+) -> int:
+    from distributed import Client, LocalCluster
+
+    from benchkit.define.expand import asv_class_name
+    from benchkit.history import backfill
+
     if args.scheduler:
         cluster, client = None, Client(args.scheduler)
     else:
@@ -92,4 +113,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--wait", type=float, default=60.0, help="seconds to wait for workers to join (default 60)"
     )
+    add_job_options(parser)
     parser.set_defaults(func=_cmd_backfill)

@@ -15,6 +15,7 @@ from benchkit.errors import UserError
 from benchkit.history import build_step
 from benchkit.history.build_step import execute_plan, plan_build
 from benchkit.history.install import install_wheel
+from benchkit.history.lock import check_asv_step
 from benchkit.history.wheels import remove_torch, verify_installed
 from benchkit.util import atomic_write_json
 
@@ -40,12 +41,21 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     verify = sub.add_parser("verify", help="check the installed torch is exactly this wheel")
     verify.add_argument("--wheel", type=Path, required=True)
     sub.add_parser("uninstall", help="remove torch from this environment completely")
+    for action in sub.choices.values():
+        action.add_argument(
+            "--conf-dir",
+            type=Path,
+            default=Path.cwd(),
+            help="the asv config's folder, whose benchkit job lock is checked (default: here)",
+        )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
+        if args.action != "plan":  # a plan changes nothing
+            check_asv_step(args.conf_dir.resolve())
         if args.action in ("build", "plan"):
             plan = plan_build(args.build_dir.resolve(), args.commit, args.cache_dir.resolve())
             _log(plan.describe())

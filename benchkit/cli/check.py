@@ -7,11 +7,14 @@ import sys
 from pathlib import Path
 
 from benchkit.cli.cases import add_bench_option, asv_bench
+from benchkit.cli.options import add_damage_option
+from benchkit.history.results import DamagedFile
 from benchkit.report import check as gate
 from benchkit.report.check import WHY_HINT, run_check
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    damaged: list[DamagedFile] | None = [] if args.skip_damaged else None
     verdict = run_check(
         args.base,
         args.head,
@@ -22,7 +25,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
         factor=args.factor,
         show_unchanged=args.show_unchanged,
         bench=asv_bench(args.bench),
+        damaged=damaged,
     )
+    for found in damaged or ():
+        print(f"benchkit check: --skip-damaged: left out {found.describe()}", file=sys.stderr)
     sys.stdout.write(verdict.markdown)
     for problem in verdict.problems:
         print(f"benchkit check: could not compare: {problem}", file=sys.stderr)
@@ -74,4 +80,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "judge only benchmarks matching REGEX (repeatable; asv's name or a case's readable "
         "key, as `benchkit list` prints them); a selected benchmark without a number on HEAD fails",
     )
+    add_damage_option(parser)
     parser.set_defaults(func=_cmd_check)

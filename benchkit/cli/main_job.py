@@ -9,6 +9,7 @@ from pathlib import Path
 
 from benchkit import mainjob
 from benchkit.cli.history import add_pip_options, pip_source
+from benchkit.cli.options import add_damage_option, add_job_options
 from benchkit.errors import UserError
 from benchkit.mainjob import run_main_job
 from benchkit.measure.walltime.timing import WALL_TIME_ROUNDS
@@ -45,6 +46,8 @@ def _cmd_main(args: argparse.Namespace) -> int:
             machine=args.machine,
             source=pip_source(args),
             checkout=checkout,
+            wait=not args.no_wait,
+            skip_damaged=args.skip_damaged,
         )
     except KeyboardInterrupt:
         print(
@@ -87,6 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
     )
     parser.add_argument("--machine", help="asv machine name (default: this host's)")
+    add_job_options(parser)
+    add_damage_option(parser)
     parser.add_argument(
         "--asv-config",
         type=Path,

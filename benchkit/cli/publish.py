@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from benchkit.cli.options import add_damage_option, add_job_options
 from benchkit.report import site
 from benchkit.report.site.publish import publish
 
 
 def _cmd_publish(args: argparse.Namespace) -> int:
-    publish(args.asv_config, args.html_dir, args.config)
+    publish(args.asv_config, args.html_dir, args.config, args.skip_damaged, wait=not args.no_wait)
     return 0
 
 
@@ -30,4 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="benchkit check thresholds for the changes page "
         "(default: benchkit-check.toml/.json by asv.conf.json)",
     )
+    add_damage_option(parser)
+    add_job_options(parser)
     parser.set_defaults(func=_cmd_publish)

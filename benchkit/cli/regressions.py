@@ -7,13 +7,20 @@ import sys
 from pathlib import Path
 
 from benchkit.cli.cases import add_bench_option
+from benchkit.cli.options import add_damage_option
 from benchkit.report import changepoints
 
 
 def _cmd_regressions(args: argparse.Namespace) -> int:
     from benchkit.cli.cases import asv_bench, nothing_matched
     from benchkit.errors import UserError
-    from benchkit.history.results import benchmark_units, load_asv_config, load_history, pick_machine
+    from benchkit.history.results import (
+        DamagedFile,
+        benchmark_units,
+        load_asv_config,
+        load_history,
+        pick_machine,
+    )
     from benchkit.report.check import find_check_config, metric_judge, selected
     from benchkit.report.check_config import load_check_config, parse_check_config
     from benchkit.util import atomic_write_json
@@ -22,7 +29,10 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
     config_path = args.config or find_check_config(args.asv_config.resolve().parent)
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     machine = pick_machine(conf.results_dir, args.machine)
-    history = load_history(conf, machine, args.env)
+    damaged: list[DamagedFile] | None = [] if args.skip_damaged else None
+    history = load_history(conf, machine, args.env, damaged)
+    for file in damaged or ():
+        print(f"benchkit regressions: --skip-damaged: left out {file.describe()}", file=sys.stderr)
     if not history:
         raise UserError(
             f"no results of any commit for machine {machine} in {conf.results_dir}: nothing to scan"
@@ -32,7 +42,7 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
         history = [selected(result_set, bench) for result_set in history]
         if not any(r.measurements for r in history):
             raise UserError(nothing_matched(args.bench).replace("benchmark case", "benchmark result"))
-    metric_of = metric_judge(benchmark_units(conf), config)
+    metric_of = metric_judge(benchmark_units(conf, damaged), config)
     found = changepoints.history_steps(
         history,
         metric_of,
@@ -78,4 +88,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_bench_option(
         parser, "only benchmarks matching REGEX (repeatable; asv's name or a case's readable key)"
     )
+    add_damage_option(parser)
     parser.set_defaults(func=_cmd_regressions)

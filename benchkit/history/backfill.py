@@ -109,7 +109,8 @@ class Target:
 
         try:
             results = Results.load(str(path), self.machine)
-        except Exception:
+        except Exception as e:  # damaged: said by path and reason, then counted again
+            _say(f"damaged results file {path}: {e}; this build is counted again")
             return False
         recorded = set(results.get_all_result_keys())
         for bench in self.benchmarks.values():
@@ -189,7 +190,13 @@ def write_machine(target: Target, capability: str | None = None) -> None:
 
 def recorded_capability(target: Target) -> str | None:
     path = target.results_dir / target.machine / "machine.json"
-    return json.loads(path.read_text()).get("cpu_capability_under_valgrind") if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"damaged asv machine file {path}: {e}") from None
+    return data.get("cpu_capability_under_valgrind") if isinstance(data, dict) else None
 
 
 def save_outcome(target: Target, commit: str, date_ms: int, outcome: Mapping[str, Any]) -> tuple[int, int]:

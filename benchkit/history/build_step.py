@@ -308,16 +308,18 @@ def asv_build_settings(
     The install timeout covers a source build of PyTorch (hours, not asv's 10 minutes).
     """
     step = f"in-dir={benchkit_root} python -m benchkit.cli.build_step"
+    here = "--conf-dir {conf_dir}"  # whose job lock the step checks (`benchkit.history.lock`)
     return {
         "install_timeout": install_timeout,
         "build_command": [
-            f"{step} build --build-dir {{build_dir}} --cache-dir {{build_cache_dir}} --commit {{commit}}"
+            f"{step} build {here} --build-dir {{build_dir}} --cache-dir {{build_cache_dir}} "
+            "--commit {commit}"
         ],
         "install_command": [
-            f"{step} install --wheel {{wheel_file}}",
-            f"{step} verify --wheel {{wheel_file}}",
+            f"{step} install {here} --wheel {{wheel_file}}",
+            f"{step} verify {here} --wheel {{wheel_file}}",
         ],
-        "uninstall_command": [f"{step} uninstall"],
+        "uninstall_command": [f"{step} uninstall {here}"],
     }
 
 

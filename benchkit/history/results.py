@@ -44,6 +44,79 @@ class Measurement:
 
 
 @dataclasses.dataclass(frozen=True)
+class DamagedFile:
+    """A results file asv cannot read (cut short by a full disk or a killed writer, emptied...)."""
+
+    path: Path
+    reason: str
+
+    def describe(self, root: Path | None = None) -> str:
+        shown = self.path.relative_to(root) if root and self.path.is_relative_to(root) else self.path
+        return f"{shown}: {self.reason}"
+
+
+class DamagedResults(UserError):
+    """Results files that cannot be read; every reader fails on them unless told to skip them."""
+
+    def __init__(self, files: Sequence[DamagedFile]) -> None:
+        listed = "".join(f"\n  {f.describe()}" for f in files)
+        super().__init__(
+            f"{len(files)} damaged results file(s):{listed}\n"
+            "Measure those builds again (`benchkit main` does), delete the files, "
+            "or pass --skip-damaged to leave them out."
+        )
+        self.files = list(files)
+
+
+# Where damaged files go: None means "fail on the first read" (the default: fail closed), a list
+# collects them while the reader goes on without them (--skip-damaged).
+Damaged = list[DamagedFile] | None
+
+
+def _damage(damaged: Damaged, path: str | Path, error: Exception) -> None:
+    reason = str(error).replace(f" in file '{path}'", "").replace(f"{path}", "").strip(" :")
+    reason = reason or type(error).__name__
+    found = DamagedFile(Path(path), reason)
+    if damaged is None:
+        raise DamagedResults([found])
+    if found not in damaged:
+        damaged.append(found)
+
+
+def _iter_results(
+    results_dir: str, machine: str, damaged: Damaged, commit: str | None = None
+) -> Iterable[Any]:
+    """asv's results of a machine (of one commit): asv's own iterators skip an unreadable file
+    with a log line; here it is reported (`Damaged`)."""
+    from asv import util as asv_util
+    from asv.machine import Machine
+    from asv.results import Results
+
+    folder = Path(results_dir) / machine
+    machine_json = folder / "machine.json"
+    try:
+        asv_util.load_json(str(machine_json), api_version=Machine.api_version)
+    except FileNotFoundError:
+        pass  # results written without asv machine (e.g. copied): nothing to check
+    except (asv_util.UserError, OSError, ValueError) as e:
+        _damage(damaged, machine_json, e)
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return
+    for name in names:
+        if not name.endswith(".json") or name == "machine.json" or name.startswith("."):
+            continue
+        if commit is not None and name.split("-")[0] != commit[:8]:  # asv names files by 8
+            continue
+        path = folder / name
+        try:
+            yield Results.load(str(path), machine_name=machine)
+        except (asv_util.UserError, OSError, ValueError, KeyError, TypeError) as e:
+            _damage(damaged, path, e)
+
+
+@dataclasses.dataclass(frozen=True)
 class ResultSet:
     commit: str
     machine: str
@@ -117,10 +190,11 @@ def unrolled_results(key: str, params: list[Any], *columns: Any) -> Iterable[tup
     return unroll_result(key, params, *columns)
 
 
-def benchmark_infos(conf: Any) -> Mapping[str, Mapping[str, Any]]:
+def benchmark_infos(conf: Any, damaged: Damaged = None) -> Mapping[str, Mapping[str, Any]]:
     """benchmarks.json: name -> what asv discovered (unit, repeat, rounds...); empty without one.
 
     Read once per version of the file: the site loads every commit's results, each needing it."""
+    from asv import util as asv_util
     from asv.benchmarks import Benchmarks
 
     path = Benchmarks.get_benchmark_file_path(conf.results_dir)
@@ -128,7 +202,11 @@ def benchmark_infos(conf: Any) -> Mapping[str, Mapping[str, Any]]:
         stat = os.stat(path)
     except OSError:
         return {}
-    return _load_benchmark_infos(path, stat.st_mtime_ns, stat.st_size)
+    try:
+        return _load_benchmark_infos(path, stat.st_mtime_ns, stat.st_size)
+    except (asv_util.UserError, OSError, ValueError) as e:
+        _damage(damaged, path, e)
+        return {}
 
 
 @functools.lru_cache(maxsize=4)
@@ -136,20 +214,19 @@ def _load_benchmark_infos(path: str, mtime_ns: int, size: int) -> Mapping[str, M
     from asv import util as asv_util
     from asv.benchmarks import Benchmarks
 
-    try:
-        data = asv_util.load_json(path, api_version=Benchmarks.api_version)
-    except asv_util.UserError:
-        return {}
+    data = asv_util.load_json(path, api_version=Benchmarks.api_version)
+    if not isinstance(data, dict):
+        raise asv_util.UserError("not a mapping of benchmarks")
     return {name: info for name, info in data.items() if isinstance(info, dict)}
 
 
-def samples_per_round(conf: Any) -> Callable[[str], int | None]:
+def samples_per_round(conf: Any, damaged: Damaged = None) -> Callable[[str], int | None]:
     """Benchmark key -> samples per asv round: its fixed ``repeat`` in benchmarks.json, else
     (a benchmark that a later ``asv run -b`` left out of benchmarks.json) benchkit's own for a
     ``time_wall``. asv's ``-a repeat=...`` on the command line is not recorded anywhere."""
     from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
-    infos = benchmark_infos(conf)
+    infos = benchmark_infos(conf, damaged)
 
     def per_round(key: str) -> int | None:
         if key in infos:
@@ -176,12 +253,16 @@ def _add_measurements(
             measurements[(name, result.env_name)] = Measurement(value, stats, samples, version, repeat)
 
 
-def load_result_set(conf: Any, commit: str, machine: str, env: str | None = None) -> ResultSet:
+def load_result_set(
+    conf: Any, commit: str, machine: str, env: str | None = None, damaged: Damaged = None
+) -> ResultSet:
+    """One commit's results; a damaged file fails (`DamagedResults`) unless `damaged` collects it."""
     from asv import results as asv_results
 
     measurements: dict[tuple[str, str], Measurement] = {}
-    per_round = samples_per_round(conf)
-    for result in asv_results.iter_results_for_machine_and_hash(conf.results_dir, machine, commit):
+    per_round = samples_per_round(conf, damaged)
+    full = asv_results.get_result_hash_from_prefix(conf.results_dir, machine, commit) or commit
+    for result in _iter_results(conf.results_dir, machine, damaged, full):
         if env is None or result.env_name == env:
             _add_measurements(result, measurements, per_round)
     return ResultSet(commit, machine, measurements)
@@ -201,18 +282,17 @@ def _branch_order(conf: Any) -> dict[str, int]:
     return {commit: i for i, commit in enumerate(reversed(newest_first))}
 
 
-def load_history(conf: Any, machine: str, env: str | None = None) -> list[ResultSet]:
+def load_history(conf: Any, machine: str, env: str | None = None, damaged: Damaged = None) -> list[ResultSet]:
     """The history's results on `machine`, oldest first: the commits of the first
     configured branch when the repository can tell (commits only on other branches,
     e.g. pull requests, are no step of the history), else every commit by the date
     asv recorded. Noise estimates and change points pair each commit with the one before.
+    A damaged file fails (`DamagedResults`) unless `damaged` collects it.
     """
-    from asv import results as asv_results
-
     sets: dict[str, dict[tuple[str, str], Measurement]] = {}
     dates: dict[str, int] = {}
-    per_round = samples_per_round(conf)
-    for result in asv_results.iter_results_for_machine(conf.results_dir, machine):
+    per_round = samples_per_round(conf, damaged)
+    for result in _iter_results(conf.results_dir, machine, damaged):
         if env is not None and result.env_name != env:
             continue
         _add_measurements(result, sets.setdefault(result.commit_hash, {}), per_round)
@@ -225,8 +305,8 @@ def load_history(conf: Any, machine: str, env: str | None = None) -> list[Result
     return [ResultSet(c, machine, sets[c]) for c in commits]
 
 
-def benchmark_units(conf: Any) -> dict[str, str | None]:
-    return {name: info.get("unit") for name, info in benchmark_infos(conf).items()}
+def benchmark_units(conf: Any, damaged: Damaged = None) -> dict[str, str | None]:
+    return {name: info.get("unit") for name, info in benchmark_infos(conf, damaged).items()}
 
 
 def default_metric(name: str, unit: str | None) -> str:
@@ -241,3 +321,17 @@ def default_metric(name: str, unit: str | None) -> str:
     if unit == "seconds" or (unit is None and method.startswith("time_")):
         return "wall_time"
     return "ratio"
+
+
+def set_aside_damaged(conf: Any, machine: str, commits: Iterable[str]) -> list[DamagedFile]:
+    """Rename the damaged results files of these commits to ``*.json.damaged`` (which asv does not
+    read), so that measuring them again starts afresh: asv's run loads a commit's results file
+    before adding to it, and fails on one it cannot read."""
+    found: list[DamagedFile] = []
+    for commit in commits:
+        for _ in _iter_results(conf.results_dir, machine, found, commit):
+            pass
+    for damaged in found:
+        if damaged.path.name != "machine.json":
+            os.replace(damaged.path, damaged.path.with_name(damaged.path.name + ".damaged"))
+    return found

@@ -47,6 +47,7 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.results import (
+    Damaged,
     Measurement,
     ResultSet,
     benchmark_units,
@@ -449,13 +450,15 @@ def run_check(
     factor: float | None = None,
     show_unchanged: bool = False,
     bench: Sequence[str] = (),
+    damaged: Damaged = None,
 ) -> Verdict:
     """Compare two commits' results (only benchmarks whose asv name matches a `bench` regex,
     asv's ``-b`` rule, when given: a selected benchmark lacking a number on HEAD still fails).
 
     Raises `UserError` when there is nothing to read (no results, an unknown
-    commit or machine, a bad config); an incomplete comparison is a verdict
-    with exit code 2 and its `problems`, so the table still shows what there is.
+    commit or machine, a bad config, a damaged results file unless `damaged`
+    collects it); an incomplete comparison is a verdict with exit code 2 and its
+    `problems`, so the table still shows what there is.
     """
     conf = load_asv_config(asv_config)
     config_path = config_path or find_check_config(asv_config.resolve().parent)
@@ -465,10 +468,10 @@ def run_check(
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
     machine = pick_machine(conf.results_dir, machine)
     sets = []
-    history = load_history(conf, machine, env)
+    history = load_history(conf, machine, env, damaged)
     for label in (base, head):
         commit = resolve_commit(conf, label, machine)
-        result_set = load_result_set(conf, commit, machine, env)
+        result_set = load_result_set(conf, commit, machine, env, damaged)
         if not result_set.measurements:
             where = f" in environment {env}" if env else ""
             raise UserError(
@@ -480,7 +483,7 @@ def run_check(
         raise UserError(
             f"nothing matched: no result of {base} or {head} on machine {machine} matches {shown}"
         )
-    units = benchmark_units(conf)
+    units = benchmark_units(conf, damaged)
     noise = history_noise(history, units, config)
     comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit.history.results import Damaged
 from benchkit.measure.operators import naming as operator_naming
 
 METRICS = ("wall time", "instruction counts", "operator timings", "operator timings (cuda)", "other")
@@ -134,19 +135,64 @@ def summarize_build(
 
 
 def summarize(
-    conf_path: Path, machine: str, commits: Sequence[tuple[str, str]], regexes: Sequence[str] = ()
+    conf_path: Path,
+    machine: str,
+    commits: Sequence[tuple[str, str]],
+    regexes: Sequence[str] = (),
+    damaged: Damaged = None,
 ) -> Summary:
-    """The table for these ``(commit, label)`` builds of the asv project at ``conf_path``."""
-    from asv.benchmarks import Benchmarks
+    """The table for these ``(commit, label)`` builds of the asv project at ``conf_path``.
 
-    from benchkit.history.results import load_asv_config, load_result_set
+    A damaged results file fails (`DamagedResults`) unless `damaged` collects it."""
+    from benchkit.history.results import benchmark_infos, load_asv_config, load_result_set
 
     conf = load_asv_config(conf_path)
-    benchmarks = Benchmarks.load(conf)
-    expected = expected_names(benchmarks, regexes)
+    expected = expected_names(benchmark_infos(conf, damaged), regexes)
     builds = []
     for commit, label in commits:
-        result_set = load_result_set(conf, commit, machine)
+        result_set = load_result_set(conf, commit, machine, damaged=damaged)
         by_name = {name: m for (name, _env), m in result_set.measurements.items()}
         builds.append(summarize_build(commit, label, expected, by_name))
     return Summary(builds)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """What a job expects of each build: the machine, the ``-b`` selection, and how many
+    samples every wall time holds (rounds x samples per round)."""
+
+    machine: str
+    regexes: tuple[str, ...]
+    wall_samples: int
+
+
+def _incomplete(name: str, found: Any, expected: Expected) -> bool:
+    if found is not None and found.skipped and metric_of(name) == _SKIPPED_WITHOUT_DEVICE:
+        return False  # what a machine without a GPU records: nothing more to measure here
+    if found is None or not found.has_number:
+        return True
+    wall = name.split("(", 1)[0].endswith(".time_wall")
+    return wall and len(found.samples or ()) < expected.wall_samples
+
+
+def complete_builds(conf_path: Path, expected: Expected, commits: Sequence[str]) -> list[str]:
+    """The commits whose results hold every number the job expected: each selected benchmark
+    measured, each wall time with all its rounds. Unreadable results are never complete."""
+    from benchkit.errors import UserError
+    from benchkit.history.results import benchmark_infos, load_asv_config, load_result_set
+
+    conf = load_asv_config(conf_path)
+    try:
+        names = expected_names(benchmark_infos(conf), expected.regexes)
+    except UserError:
+        return []
+    complete = []
+    for commit in commits:
+        try:
+            result_set = load_result_set(conf, commit, expected.machine)
+        except UserError:
+            continue
+        by_name = {name: m for (name, _env), m in result_set.measurements.items()}
+        if names and not any(_incomplete(name, by_name.get(name), expected) for name in names):
+            complete.append(commit)
+    return complete

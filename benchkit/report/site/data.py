@@ -18,7 +18,10 @@ from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.history.results import (
+    Damaged,
+    DamagedFile,
     ResultSet,
+    benchmark_infos,
     load_asv_config,
     load_result_set,
     result_machines,
@@ -104,6 +107,9 @@ class SiteData:
     benchmarks: Mapping[str, BenchmarkInfo]  # unrolled name -> info
     config: check_config.CheckConfig
     env_count: int
+    # Results files left out (--skip-damaged); pages name them relative to the project folder.
+    damaged: tuple[DamagedFile, ...] = ()
+    project_dir: Path | None = None
 
 
 def slug(text: str) -> str:
@@ -117,14 +123,8 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _benchmark_infos(conf: Any) -> dict[str, BenchmarkInfo]:
-    from asv import util as asv_util
-    from asv.benchmarks import Benchmarks
-
-    try:
-        benchmarks = Benchmarks.load(conf)
-    except asv_util.UserError:
-        return {}
+def _benchmark_infos(conf: Any, damaged: Damaged) -> dict[str, BenchmarkInfo]:
+    benchmarks = benchmark_infos(conf, damaged)  # empty without benchmarks.json
     infos: dict[str, BenchmarkInfo] = {}
     for key, info in benchmarks.items():
         params = [list(map(str, p)) for p in info.get("params") or []]
@@ -222,10 +222,19 @@ def _read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
 
 
 def _check_config(conf_path: Path, config_path: Path | None) -> check_config.CheckConfig:
-    config_path = config_path or check.find_check_config(conf_path.resolve().parent)
-    if config_path:
-        return check_config.load_check_config(config_path)
-    return check_config.parse_check_config({}, "built-in defaults")
+    project = conf_path.resolve().parent
+    config_path = config_path or check.find_check_config(project)
+    if not config_path:
+        return check_config.parse_check_config({}, "built-in defaults")
+    config = check_config.load_check_config(config_path)
+    # Pages are published: name the file as the project knows it, never by this machine's path.
+    path = config_path.resolve()
+    shown = (
+        str(path.relative_to(project))
+        if path.is_relative_to(project)
+        else f"{path.name} (outside the project)"
+    )
+    return dataclasses.replace(config, source=config.source.replace(str(config_path), shown))
 
 
 def _measured_commits(conf: Any, repo: Any, machine: str) -> list[str]:
@@ -250,8 +259,11 @@ def _measured_commits(conf: Any, repo: Any, machine: str) -> list[str]:
     return sorted({r.commit_hash for r in asv_results.iter_results_for_machine(conf.results_dir, machine)})
 
 
-def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData:
-    """Everything the pages show, read through asv's and benchkit.report.check's APIs."""
+def load_site_data(conf_path: Path, config_path: Path | None = None, skip_damaged: bool = False) -> SiteData:
+    """Everything the pages show, read through asv's and benchkit.report.check's APIs.
+
+    A damaged results file fails (`DamagedResults`) unless `skip_damaged`: then it is left out
+    and listed on every page."""
     from asv.repo import get_repo
 
     conf = load_asv_config(conf_path)
@@ -261,9 +273,12 @@ def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData
     repo = get_repo(conf)
     results: dict[tuple[str, str], ResultSet] = {}
     envs: set[str] = set()
+    damaged: list[DamagedFile] | None = [] if skip_damaged else None
     for machine in machines:
         for commit in _measured_commits(conf, repo, machine):
-            result_set = load_result_set(conf, commit, machine)
+            result_set = load_result_set(conf, commit, machine, damaged=damaged)
+            if not result_set.measurements and damaged:
+                continue  # its only file is damaged: listed, not shown as a build without numbers
             results[(machine, commit)] = result_set
             envs.update(env for _, env in result_set.measurements)
     builds = _read_builds(repo, {commit for _, commit in results})
@@ -280,9 +295,11 @@ def load_site_data(conf_path: Path, config_path: Path | None = None) -> SiteData
         builds=builds,
         results=results,
         branch_commits=branch_commits,
-        benchmarks=_benchmark_infos(conf),
+        benchmarks=_benchmark_infos(conf, damaged),
         config=_check_config(conf_path, config_path),
         env_count=len(envs),
+        damaged=tuple(damaged or ()),
+        project_dir=conf_path.resolve().parent,
     )
 
 

@@ -77,7 +77,7 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["breakable"] = breakable
-    env.globals.update(upstream_url=_upstream_url, utc=_utc, pages=PAGES)
+    env.globals.update(upstream_url=_upstream_url, utc=_utc, pages=PAGES, damaged=())
     return env
 
 
@@ -464,6 +464,8 @@ def render_operators(data: SiteData) -> str:
 
 def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     """benchkit's pages as {path in the site: HTML}, and how many of each there are."""
+    # Every page says which results files --skip-damaged left out.
+    _environment().globals["damaged"] = [f.describe(data.project_dir) for f in data.damaged]
     pairs = pair_changes(data)
     pages: dict[str, str] = {}
     why_pages: dict[str, dict[str, str]] = {}

@@ -4,6 +4,7 @@ CDN assets pointed at local copies, and a ``file://`` transport for asv's JSON."
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from benchkit.errors import UserError
+from benchkit.history.lock import job_lock
 from benchkit.history.results import load_asv_config
 from benchkit.report.site.data import load_site_data, log
 from benchkit.report.site.pages import PAGES, render_pages
@@ -145,44 +147,102 @@ def write_pages(pages: Mapping[str, str], html_dir: Path) -> None:
         shutil.copyfile(ASSETS_DIR / name, assets / name)
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
+def _put_in_place(new: Path, target: Path) -> None:
+    """Replace the site `target` by the complete site `new`: readers see the old or the new one."""
+    if target.is_dir() and _exchange(new, target):
+        shutil.rmtree(new)  # it now holds the old site
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if target.exists():
+        os.rename(target, old)
+    os.rename(new, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def publish(
     conf_path: Path = Path("asv.conf.json"),
     html_dir: Path | None = None,
     config_path: Path | None = None,
+    skip_damaged: bool = False,
+    wait: bool = True,
 ) -> Path:
-    """`asv publish` into the html folder, then benchkit's pages; returns the folder."""
+    """`asv publish` into the html folder, then benchkit's pages; returns the folder.
+
+    The site is made in a folder beside it and put in place once complete, so an interrupted
+    publish leaves the previous site whole."""
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found")
+    with job_lock(conf_path, wait):
+        return _publish(conf_path, html_dir, config_path, skip_damaged)
+
+
+def _publish(conf_path: Path, html_dir: Path | None, config_path: Path | None, skip_damaged: bool) -> Path:
     started = time.perf_counter()
     conf = load_asv_config(conf_path)
     target = (html_dir or conf_path.parent / conf.html_dir).resolve()
+    for stale in target.parent.glob(f".{target.name}.*-*"):  # left by a publish that was killed
+        shutil.rmtree(stale, ignore_errors=True)
+    building = target.with_name(f".{target.name}.new-{os.getpid()}")
+    building.mkdir(parents=True)
+    building.chmod(0o755)
+    try:
+        _publish_into(conf_path, building, target, config_path, skip_damaged, started)
+        _put_in_place(building, target)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return target
+
+
+def _publish_into(
+    conf_path: Path,
+    building: Path,
+    target: Path,
+    config_path: Path | None,
+    skip_damaged: bool,
+    started: float,
+) -> None:
     # asv publish deletes the folder; keep a README a repository tracks there.
     readme = target / "README.md"
     kept_readme = readme.read_bytes() if readme.is_file() else None
     # asv only reads the results and writes html/; our pages need the same results but not
     # asv's output, so they are computed while asv publishes and written once it is done.
-    proc = _start_asv_publish(conf_path, html_dir.resolve() if html_dir else None)
+    proc = _start_asv_publish(conf_path, building)
     log(f"asv publish into {target} started; reading results and rendering benchkit's pages meanwhile")
     try:
-        data = load_site_data(conf_path, config_path)
+        data = load_site_data(conf_path, config_path, skip_damaged)
         pages, counts = render_pages(data)
     except BaseException:
         proc.kill()
         proc.wait()
         raise
+    for found in data.damaged:
+        log(f"--skip-damaged: left out {found.describe()}")
     rendered_s = time.perf_counter() - started
     _wait_asv_publish(proc)
     asv_s = time.perf_counter() - started
     if kept_readme is not None:
-        readme.write_bytes(kept_readme)
-    write_pages(pages, target)
-    left = localize_asv_assets(target)
+        (building / "README.md").write_bytes(kept_readme)
+    write_pages(pages, building)
+    left = localize_asv_assets(building)
     if left:
         log("warning: asv's pages still load from the network: " + ", ".join(left))
-    if not link_from_asv(target):
+    if not link_from_asv(building):
         log("warning: asv's index.html has no navigation bar where expected; added a banner instead")
-    enable_file_access(target)
+    enable_file_access(building)
     total = time.perf_counter() - started
     log(
         f"pages rendered in {rendered_s:.1f} s while asv published ({asv_s:.1f} s), written in "
@@ -190,4 +250,3 @@ def publish(
         + ", ".join(f"{n} {what}" for what, n in counts.items())
         + f" -> {target / 'changes.html'}"
     )
-    return target
