@@ -11,7 +11,7 @@ from benchkit.cli.flags import table
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Flags whose meaning differs between commands, each with the reason it stays so.
 KNOWN_DIFFERENT = {
-    "--profile": "operators: a switch; counts: a file to write (operators is being reworked for CUDA)",
+    "--profile": "operators: a switch, as operatorbench's --profile; counts: a file to write",
 }
 
 
