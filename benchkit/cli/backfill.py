@@ -15,7 +15,6 @@ SETTINGS = ("BENCHKIT_DEFINITIONS", "BENCHKIT_STANDARD")  # what the workers mus
 
 
 def _cmd_backfill(args: argparse.Namespace) -> int:
-
     from benchkit.define.expand import select
     from benchkit.define.loader import load_cases
     from benchkit.errors import UserError
@@ -33,6 +32,11 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError(nothing_matched(args.bench))
     case_filter = "|".join(f"(?:{p})" for p in args.bench) or None
+    if args.definitions:
+        # asv's discovery and the workers learn definitions as `asv run` does: from the environment.
+        given = [str(Path(d).resolve()) for d in args.definitions]
+        already = [p for p in os.environ.get("BENCHKIT_DEFINITIONS", "").split(os.pathsep) if p]
+        os.environ["BENCHKIT_DEFINITIONS"] = os.pathsep.join(dict.fromkeys([*already, *given]))
     settings = {name: os.environ[name] for name in SETTINGS if name in os.environ}
     with job_lock(config, wait=not args.no_wait):
         return _backfill(args, conf, config, repo, commits, cases, settings, case_filter)
