@@ -326,7 +326,7 @@ def test_pytorch_written_logs_benchmark(tmp_path: Path, inductor_cache: Path) ->
     )
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
     rows = list(csv.DictReader((tmp_path / "operatorbench_operator_inp_logs_float32.csv").open()))
-    measured = {row["operator"] for row in rows}
+    measured = {row["Operator"] for row in rows}
     expected = {"aten._softmax.default", "aten.gelu.default", "aten.native_layer_norm.default",
                 "aten.relu_.default", "aten.threshold_backward.default", "aten.sum.dim_IntList",
                 # index-taking operators: measured with valid indices, not skipped

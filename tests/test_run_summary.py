@@ -60,7 +60,8 @@ def test_a_failed_setup_cache_makes_the_main_job_fail(tmp_path: Path) -> None:
     job.env["BENCHKIT_OPERATOR_PROCESSES"] = "0"  # no timing process: the operators' setup_cache raises
     command = [
         sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
-        "--build", str(LOCAL_WHEEL), "-b", "aten_relu_default.track_compiled_over_eager|e2e_ReLU.*time_wall",
+        "--build", str(LOCAL_WHEEL),
+        "-b", r"^operators\.aten_relu_default.track_compiled_over_eager|e2e_ReLU.*time_wall",
         "--rounds", "2",
     ]  # fmt: skip
     done = subprocess.run(command, cwd=job.root, env=job.env, capture_output=True, text=True, timeout=1200)
