@@ -95,16 +95,17 @@ def test_a_build_whose_counts_moved_too_is_not_the_machines(tmp_path: Path) -> N
     assert all(s.label == changepoints.OUTLIER for s in steps)
 
 
+def _regressions(project: History, *options: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(project.config)]
+    return subprocess.run([*command, *options], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+
 def test_regressions_command_reports_it_once_and_keeps_short_steps_apart(tmp_path: Path) -> None:
     (tmp_path / "long").mkdir()
     (tmp_path / "short").mkdir()
     project = _history(tmp_path / "long", 13, seed=11)
     out = tmp_path / "steps.json"
-    run = subprocess.run(
-        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(project.config),
-         "--json", str(out)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    run = _regressions(project, "--json", str(out))
     assert run.returncode == 0, run.stderr
     left_out = [line for line in run.stdout.splitlines() if "left out" in line]
     assert len(left_out) == 1 and commit_hash(BUSY)[:8] in left_out[0], run.stdout
@@ -118,10 +119,7 @@ def test_regressions_command_reports_it_once_and_keeps_short_steps_apart(tmp_pat
     short.add(0, WALL.format("A"), 1e-5)
     short.add(1, WALL.format("A"), 2e-5)
     short.save()
-    run = subprocess.run(
-        [sys.executable, "-m", "benchkit.cli", "regressions", "--asv-config", str(short.config)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    run = _regressions(short)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert "no judged step beyond the thresholds in this history" in lines
