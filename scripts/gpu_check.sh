@@ -6,15 +6,17 @@
 # 1. records one real BERT fp16 training step's operator inputs (scripts/record_bert_log.py);
 # 2. on that log (fp16, 2 inputs per operator): the operatorbench reference
 #    (scripts/operatorbench_reference.py) and `benchkit operators --device cuda`, each its own
-#    process with its own empty inductor and Triton caches, timed, then side by side;
-# 3. the same on benchkit's default operator set in fp32;
+#    process with its own empty inductor and Triton caches, timed, then side by side; benchkit
+#    again with --no-compile-ahead (GPU_CHECK_SERIAL=0 leaves it out); then the reference once
+#    more on benchkit's caches (the same kernels and autotuned configs), side by side;
+# 3. the same on benchkit's default operator set in fp32 (without the --no-compile-ahead run);
 # 4. the asv operator suite on CUDA (benchmarks/operators_cuda.py) with `asv run --python=same`
 #    into a results folder of its own, and what asv recorded.
 # Writes OUT_DIR/gpu_check.log (everything), OUT_DIR/summary.md (the side-by-side tables),
 # OUT_DIR/bert_fp16.txt (the recorded log), the CSVs and OUT_DIR/asv_results.tar.gz.
 # GPU_CHECK_REPEATS (default 10) sets the repeats of both methods. GPU_CHECK_AA=1 also runs the
-# reference a second time on each log (how far the method itself moves between processes) and
-# benchkit on just the operators the reference measures (the same work, for the times);
+# reference a second time on each log with cold caches (how far the method itself moves between
+# processes);
 # GPU_CHECK_ASV=0 leaves step 4 out. Wheels in ./.whl (asv and its dependencies, for a machine
 # without them or without an index) are installed first.
 set -uo pipefail
@@ -48,57 +50,85 @@ fresh_timed() {
 }
 declare -A seconds
 
+# Runs "$@" on the inductor and Triton caches another fresh_timed run left behind.
+same_kernels() {
+  local name=$1 from=$2
+  shift 2
+  local started
+  started=$(date +%s.%N)
+  TORCHINDUCTOR_CACHE_DIR="$work/inductor-$from" TRITON_CACHE_DIR="$work/triton-$from" "$@"
+  echo "gpu_check: $name exited $? after $(elapsed "$started") s (on $from's caches)"
+  seconds[$name]=$(elapsed "$started")
+}
+
 echo "== 1. a real BERT fp16 training log"
 python3 scripts/record_bert_log.py --out "$out/bert_fp16.txt" --dtype float16
 
-echo "== 2. BERT fp16 log: operatorbench reference, then benchkit"
-fresh_timed ref_bert python3 scripts/operatorbench_reference.py --inp-file "$out/bert_fp16.txt" \
-  --dtype float16 --repeats "$repeats" --max-samples 2 --json "$out/reference_bert_fp16.json"
-fresh_timed bk_bert python3 -m benchkit.cli operators --device cuda --inp-file "$out/bert_fp16.txt" \
-  --dtype float16 --repeats "$repeats" --max-samples 2 --output-dir "$out"
+echo "== 2. BERT fp16 log: operatorbench reference, then benchkit (cold caches each)"
+bert=(--inp-file "$out/bert_fp16.txt" --dtype float16 --repeats "$repeats" --max-samples 2)
+fresh_timed ref_bert python3 scripts/operatorbench_reference.py "${bert[@]}" --json "$out/reference_bert_fp16.json"
+fresh_timed bk_bert python3 -m benchkit.cli operators --device cuda "${bert[@]}" --output-dir "$out"
+if [ "${GPU_CHECK_SERIAL:-1}" = 1 ]; then
+  mkdir -p "$work/serial"
+  fresh_timed bk_bert_serial python3 -m benchkit.cli operators --device cuda "${bert[@]}" --no-compile-ahead \
+    --output-dir "$work/serial"
+fi
+# The reference again, on the kernels benchkit compiled and autotuned (its caches): the
+# speedups then differ only by the timing method and the GPU's noise, not by autotuning.
+same_kernels ref_bert_same bk_bert python3 scripts/operatorbench_reference.py "${bert[@]}" \
+  --json "$out/reference_same_kernels_bert_fp16.json"
 if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
-  fresh_timed ref2_bert python3 scripts/operatorbench_reference.py --inp-file "$out/bert_fp16.txt" \
-    --dtype float16 --repeats "$repeats" --max-samples 2 --json "$out/reference2_bert_fp16.json"
-  mapfile -t same_ops < <(python3 -c "import json, sys
-for name, entry in json.load(open(sys.argv[1]))['operators'].items():
-    print('--op'); print(name)" "$out/reference_bert_fp16.json")
-  mkdir -p "$work/same"
-  fresh_timed bk_bert_same python3 -m benchkit.cli operators --device cuda --inp-file "$out/bert_fp16.txt" \
-    --dtype float16 --repeats "$repeats" --max-samples 2 --output-dir "$work/same" "${same_ops[@]}"
+  fresh_timed ref2_bert python3 scripts/operatorbench_reference.py "${bert[@]}" --json "$out/reference2_bert_fp16.json"
 fi
 
-echo "== 3. default set fp32: operatorbench reference, then benchkit"
-fresh_timed ref_default python3 scripts/operatorbench_reference.py --suite default --dtype float32 \
-  --repeats "$repeats" --json "$out/reference_default_fp32.json"
-fresh_timed bk_default python3 -m benchkit.cli operators --device cuda --suite default --dtype float32 \
-  --repeats "$repeats" --output-dir "$out"
+echo "== 3. default set fp32: operatorbench reference, then benchkit (cold caches each)"
+default=(--suite default --dtype float32 --repeats "$repeats")
+fresh_timed ref_default python3 scripts/operatorbench_reference.py "${default[@]}" --json "$out/reference_default_fp32.json"
+fresh_timed bk_default python3 -m benchkit.cli operators --device cuda "${default[@]}" --output-dir "$out"
+same_kernels ref_default_same bk_default python3 scripts/operatorbench_reference.py "${default[@]}" \
+  --json "$out/reference_same_kernels_default_fp32.json"
 if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
-  fresh_timed ref2_default python3 scripts/operatorbench_reference.py --suite default --dtype float32 \
-    --repeats "$repeats" --json "$out/reference2_default_fp32.json"
+  fresh_timed ref2_default python3 scripts/operatorbench_reference.py "${default[@]}" \
+    --json "$out/reference2_default_fp32.json"
 fi
 
+compare() { python3 scripts/gpu_compare.py "$@"; }
 {
   echo "# GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), repeats $repeats)"
   echo
-  echo "\`GPU_CHECK_AA=${GPU_CHECK_AA:-0} GPU_CHECK_ASV=${GPU_CHECK_ASV:-1} GPU_CHECK_REPEATS=$repeats" \
-    "bash scripts/gpu_check.sh\` on $(date -u +%Y-%m-%d), torch $(python3 -c 'import torch; print(torch.__version__)')"
+  echo "\`GPU_CHECK_AA=${GPU_CHECK_AA:-0} GPU_CHECK_ASV=${GPU_CHECK_ASV:-1} GPU_CHECK_SERIAL=${GPU_CHECK_SERIAL:-1}" \
+    "GPU_CHECK_REPEATS=$repeats bash scripts/gpu_check.sh\` on $(date -u +%Y-%m-%d)," \
+    "torch $(python3 -c 'import torch; print(torch.__version__)')"
   echo
-  python3 scripts/gpu_compare.py --title "BERT training log, float16" \
-    --benchkit-csv "$out/operatorbench_bert_fp16_float16.csv" --reference-json "$out/reference_bert_fp16.json" \
+  bert_csv="$out/operatorbench_bert_fp16_float16.csv"
+  default_csv="$out/operatorbench_default_float32.csv"
+  compare --title "BERT training log, float16: each with cold caches" --benchkit-csv "$bert_csv" \
+    --reference-json "$out/reference_bert_fp16.json" \
     --benchkit-seconds "${seconds[bk_bert]}" --reference-seconds "${seconds[ref_bert]}"
-  python3 scripts/gpu_compare.py --title "default set, float32" \
-    --benchkit-csv "$out/operatorbench_default_float32.csv" --reference-json "$out/reference_default_fp32.json" \
+  compare --title "BERT training log, float16: the reference on benchkit's kernels" --benchkit-csv "$bert_csv" \
+    --reference-json "$out/reference_same_kernels_bert_fp16.json" \
+    --note "The reference ran with benchkit's inductor and Triton caches: the same kernels and autotuned configs."
+  compare --title "default set, float32: each with cold caches" --benchkit-csv "$default_csv" \
+    --reference-json "$out/reference_default_fp32.json" \
     --benchkit-seconds "${seconds[bk_default]}" --reference-seconds "${seconds[ref_default]}"
+  compare --title "default set, float32: the reference on benchkit's kernels" --benchkit-csv "$default_csv" \
+    --reference-json "$out/reference_same_kernels_default_fp32.json" \
+    --note "The reference ran with benchkit's inductor and Triton caches: the same kernels and autotuned configs."
   if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
-    python3 scripts/gpu_compare.py --title "A/A: the reference twice, BERT float16" \
+    compare --title "A/A: the reference twice, cold caches, BERT float16" \
       --benchkit-csv "$out/reference2_bert_fp16.json" --reference-json "$out/reference_bert_fp16.json" \
       --benchkit-seconds "${seconds[ref2_bert]}" --reference-seconds "${seconds[ref_bert]}"
-    python3 scripts/gpu_compare.py --title "A/A: the reference twice, default set float32" \
+    compare --title "A/A: the reference twice, cold caches, default set float32" \
       --benchkit-csv "$out/reference2_default_fp32.json" --reference-json "$out/reference_default_fp32.json" \
       --benchkit-seconds "${seconds[ref2_default]}" --reference-seconds "${seconds[ref_default]}"
-    echo "- the same work (benchkit on the operators the reference measured, BERT float16): benchkit" \
-      "${seconds[bk_bert_same]} s, reference ${seconds[ref_bert]} s"
   fi
+  echo "## Wall times (seconds, whole command, cold caches)"
+  echo
+  echo "| log | benchkit (compiling ahead) | benchkit --no-compile-ahead | reference |"
+  echo "|---|---:|---:|---:|"
+  echo "| BERT fp16, whole log | ${seconds[bk_bert]} | ${seconds[bk_bert_serial]:-not run} | ${seconds[ref_bert]} |"
+  echo "| default set fp32 | ${seconds[bk_default]} | not run | ${seconds[ref_default]} |"
+  echo
 } > "$out/summary.md"
 cat "$out/summary.md"
 

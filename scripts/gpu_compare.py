@@ -1,7 +1,7 @@
 """Side by side: `benchkit operators` (its CSV) against the operatorbench reference (its JSON).
 
     python scripts/gpu_compare.py --title T --benchkit-csv X.csv --reference-json Y.json \
-        --benchkit-seconds S --reference-seconds S
+        [--benchkit-seconds S --reference-seconds S] [--note LINE]
     python scripts/gpu_compare.py --title T --benchkit-csv SECOND_REFERENCE.json ...   # A/A
 
 A JSON file in place of the CSV compares two runs of the reference: how far the method
@@ -28,11 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", required=True)
     parser.add_argument("--benchkit-csv", type=Path, required=True)
     parser.add_argument("--reference-json", type=Path, required=True)
-    parser.add_argument("--benchkit-seconds", type=float, required=True)
-    parser.add_argument("--reference-seconds", type=float, required=True)
+    parser.add_argument("--benchkit-seconds", type=float, help="wall time of the benchkit command")
+    parser.add_argument("--reference-seconds", type=float, help="wall time of the reference command")
+    parser.add_argument("--note", default="", help="one line printed under the title")
     args = parser.parse_args(argv)
 
     print(f"## {args.title}")
+    if args.note:
+        print(f"\n{args.note}\n")
     if not args.benchkit_csv.is_file() or not args.reference_json.is_file():
         missing = f"{args.benchkit_csv.name} or {args.reference_json.name}"
         print(f"- nothing to compare: {missing} was not written\n")
@@ -82,10 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"- measured by the reference but failed or missing in benchkit: {', '.join(lost) or 'none'}")
     print(f"- measured by benchkit only (the reference skips them): {', '.join(extra) or 'none'}")
-    print(
-        f"- wall time, whole command: benchkit {args.benchkit_seconds:.0f} s, "
-        f"reference {args.reference_seconds:.0f} s"
-    )
+    if args.benchkit_seconds is not None and args.reference_seconds is not None:
+        print(
+            f"- wall time, whole command: benchkit {args.benchkit_seconds:.0f} s, "
+            f"reference {args.reference_seconds:.0f} s"
+        )
     print()
     return 0
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from benchkit.measure.operators import summary as op_summary
 from benchkit.measure.operators import timing as op_timing
 from benchkit.measure.operators import workload as op_workload
 from benchkit.measure.operators.log_format import parse_log_text
+from benchkit.measure.operators.suite import measure_operators
 
 REPO = Path(__file__).resolve().parent.parent
 PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "operator_inp_logs"  # PyTorch's folder layout
@@ -233,6 +235,52 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     assert timed.ok and timed.accuracy is None
     assert 0 < timed.eager_s < 0.01 and 0 < timed.compiled_s[0] < 0.01
     assert math.isfinite(timed.speedups[0])
+
+
+def test_compiling_ahead_measures_what_compiling_in_turn_does(inductor_cache: Path) -> None:
+    """The pipeline of `benchkit operators` on CUDA (next operator compiled on a background
+    thread while this one is timed), forced on the CPU: same operators, same inputs, same
+    failures and skips as compiling each operator in turn; the interpreter's switch interval
+    is restored afterwards."""
+    log = parse_log_text(
+        "Operator: aten.relu.default\ncnt: 1, ((T([64, 64], f32),), {})\n"
+        "Operator: aten.mm.default\ncnt: 1, ((T([2, 3], f32), T([4, 5], f32)), {})\n"  # cannot compile
+        "Operator: aten.masked_fill_.Scalar\ncnt: 1, ((T([4], f32), T([4], b8), 0), {})\n"  # skipped
+        "Operator: aten.add.Tensor\ncnt: 1, ((T([64, 64], f32), T([64, 64], f32)), {})\n"
+        "cnt: 1, ((T([8, 8], f32), 2), {})\n",
+        "plan.txt",
+    )
+    plan = [(name, log.inputs_for(name)) for name in log.operators]
+    switch_interval = sys.getswitchinterval()
+
+    def run(ahead: bool) -> list[Any]:
+        options = op_timing.MeasureOptions(repeats=2, sample_window_s=0.002, compile_ahead=ahead)
+        return list(measure_operators(plan, options))
+
+    ahead, in_turn = run(True), run(False)
+    assert sys.getswitchinterval() == switch_interval
+    assert [o.compiled_ahead for o in ahead] == [False, True, False, True]
+    assert not any(o.compiled_ahead for o in in_turn)
+    for first, second in zip(ahead, in_turn, strict=True):
+        assert (first.name, first.skip_reason) == (second.name, second.skip_reason)
+        assert [(r.label, r.ok, r.error) for r in first.results] == [
+            (r.label, r.ok, r.error) for r in second.results
+        ]
+    relu, mm, masked_fill, add = ahead
+    assert relu.results[0].ok and relu.results[0].compile_s[0] > 0
+    assert mm.results[0].error and mm.results[0].error.startswith("RuntimeError")
+    assert masked_fill.skip_reason and not masked_fill.results
+    assert [r.ok for r in add.results] == [True, True] and add.results[0].compile_s[0] > 0
+
+
+def test_compiling_ahead_is_on_only_where_no_figure_feels_it() -> None:
+    cuda = op_timing.MeasureOptions(device="cuda")
+    assert cuda.overlaps_compile
+    assert not op_timing.MeasureOptions().overlaps_compile  # the CPU times on the CPU
+    assert not op_timing.MeasureOptions(device="cuda", cudagraphs=False).overlaps_compile  # launches timed
+    assert not op_timing.MeasureOptions(device="cuda", profile=True).overlaps_compile
+    assert not op_timing.MeasureOptions(device="cuda", accuracy_checking=True).overlaps_compile
+    assert not op_timing.MeasureOptions(device="cuda", compile_ahead=False).overlaps_compile
 
 
 def test_failing_input_is_recorded_and_the_run_goes_on(inductor_cache: Path) -> None:

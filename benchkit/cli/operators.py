@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
-from benchkit.measure.operators.suite import measure_operator, warm_up_compiler
+from benchkit.measure.operators.suite import OperatorOutcome, measure_operators, warm_up_compiler
 from benchkit.measure.operators.summary import OperatorSummary, render_csv, summarize, summary_backend_names
 from benchkit.measure.operators.timing import (
     DEFAULT_ROUNDS,
     INDUCTOR_CONFIG_PRESETS,
     Backend,
-    InputMeasurement,
     MeasureOptions,
     configure_inductor_cache,
 )
@@ -145,6 +144,14 @@ def register(subparsers: Any) -> None:
         "launch overhead is part of both times (default: CUDA graphs, as operatorbench)",
     )
     parser.add_argument(
+        "--no-compile-ahead",
+        dest="compile_ahead",
+        action="store_false",
+        default=None,
+        help="CUDA: compile each operator just before timing it (default with CUDA graphs: the next "
+        "operator compiles on a background thread while this one's graph replays are timed)",
+    )
+    parser.add_argument(
         "--inductor-config",
         action="append",
         default=[],
@@ -211,6 +218,7 @@ def run_command(args: argparse.Namespace) -> int:
         profile=args.profile,
         threads=args.threads,
         cudagraphs=args.cudagraphs,
+        compile_ahead=args.compile_ahead,
     )
     torch.set_float32_matmul_precision("high")
 
@@ -225,6 +233,8 @@ def run_command(args: argparse.Namespace) -> int:
     warm_up_s = warm_up_compiler(options)
     progress.clear()
     print(f"Timing: {options.method}; speedup = eager / compiled time, per input")
+    if options.overlaps_compile:
+        print("Compiling ahead: each operator compiles on a background thread while the one before is timed")
     print(f"Compiler warm-up (once per process, not charged to any operator): {warm_up_s:.1f}s")
     summaries: list[OperatorSummary] = []
     failures = 0
@@ -232,12 +242,11 @@ def run_command(args: argparse.Namespace) -> int:
         render_csv, backend_names=names, device=device, statistic=options.statistic.value
     )
     atomic_write_text(csv_path, csv_text(summaries))  # always written, even if all skip
-    for name, items in plan:
-        with _profiler(name, options, args.profile_dir):
-            reason, results, elapsed = measure_operator(name, items, options, progress=progress)
+    around = functools.partial(_profiler, options=options, directory=args.profile_dir)
+    for outcome in measure_operators(plan, options, progress=progress, around=around):
         progress.clear()
-        _report_operator(name, reason, results, elapsed, backends, summaries)
-        failures += sum(not r.ok for r in results)
+        _report_operator(outcome, backends, summaries)
+        failures += sum(not r.ok for r in outcome.results)
         atomic_write_text(csv_path, csv_text(summaries))
     progress.close()
     print(f"Wrote {csv_path}")
@@ -245,13 +254,11 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _report_operator(
-    operator: str,
-    reason: str | None,
-    results: list[InputMeasurement],
-    elapsed: float,
+    outcome: OperatorOutcome,
     backends: Sequence[Backend],
     summaries: list[OperatorSummary],
 ) -> None:
+    operator, reason, results, elapsed = outcome.name, outcome.skip_reason, outcome.results, outcome.elapsed_s
     if reason is not None:
         print(f"Skipping {operator}: {reason}")
         return
@@ -272,6 +279,6 @@ def _report_operator(
     compile_total = sum(sum(r.compile_s) for r in results if r.ok)
     print(
         f"{operator}: {' '.join(parts)} over {summary.measured} input(s), "
-        f"compile {compile_total:.1f}s, took {elapsed:.0f}s"
+        f"compile {compile_total:.1f}s{' (ahead)' if outcome.compiled_ahead else ''}, took {elapsed:.0f}s"
     )
     sys.stdout.flush()

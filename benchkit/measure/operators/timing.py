@@ -76,6 +76,16 @@ class MeasureOptions:
     # CUDA: eager and compiled each replayed from a CUDA graph (operatorbench's method:
     # kernel time alone); False times the launches too.
     cudagraphs: bool = True
+    # Compile the next operator on a background thread while this one is timed. None: where
+    # no figure can feel it (CUDA graph replays timed on the GPU; not the CPU's own timing,
+    # launch-inclusive figures, profiles or accuracy runs).
+    compile_ahead: bool | None = None
+
+    @property
+    def overlaps_compile(self) -> bool:
+        if self.compile_ahead is not None:
+            return self.compile_ahead
+        return self.device == "cuda" and self.cudagraphs and not self.profile and not self.accuracy_checking
 
     @property
     def statistic(self) -> Statistic:
@@ -250,6 +260,26 @@ def _fresh_graph_inputs(operator: Any, item: OperatorInput, options: MeasureOpti
 
 
 @dataclass
+class _Graph:
+    """One input as a graph module of its operator, with its inputs made on the device."""
+
+    index: int
+    operator: Any
+    item: OperatorInput
+    gm: Any
+    gm_args: list[Any]
+
+
+@dataclass
+class CompiledInput:
+    """An input's graph with its compiled variants, not yet captured or timed."""
+
+    graph: _Graph
+    compiled: list[Callable[..., Any]]  # one per backend
+    compile_s: tuple[float, ...]
+
+
+@dataclass
 class _Prepared:
     """A compiled input waiting to be timed; timing rounds append one sample per model."""
 
@@ -274,28 +304,50 @@ def _error_result(operator: Any, item: OperatorInput, error: BaseException) -> I
     return InputMeasurement(str(operator), item.label, item.location, error=text)
 
 
-def _prepare(index: int, operator: Any, item: OperatorInput, options: MeasureOptions) -> _Prepared:
-    from torch._inductor.compile_fx import compile_fx
+def _make_graph(index: int, operator: Any, item: OperatorInput, options: MeasureOptions) -> _Graph:
     from torch._inductor.utils import gen_gm_and_inputs
 
     gm, gm_args = gen_gm_and_inputs(operator, *operator_arguments(operator, item, options))
-    models: list[Callable[..., Any]] = [gm]
+    return _Graph(index, operator, item, gm, list(gm_args))
+
+
+def _compile(graph: _Graph, options: MeasureOptions) -> CompiledInput:
+    """compile_fx per backend. Launches no kernels of its own, so on CUDA it may run in a
+    background thread while another operator is timed (`measure_operators`)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    compiled: list[Callable[..., Any]] = []
     compile_seconds: list[float] = []
     for backend in options.backends:
         started = time.perf_counter()
-        models.append(compile_fx(gm, gm_args, config_patches=dict(backend.config_patches)))
+        compiled.append(compile_fx(graph.gm, graph.gm_args, config_patches=dict(backend.config_patches)))
         compile_seconds.append(time.perf_counter() - started)
+    return CompiledInput(graph, compiled, tuple(compile_seconds))
+
+
+def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
+    """The accuracy check and, on CUDA, the CUDA graph capture: on the timing thread."""
+    graph = entry.graph
+    models: list[Callable[..., Any]] = [graph.gm, *entry.compiled]
     accuracy = None
     if options.accuracy_checking:
-        accuracy = "; ".join(_check_accuracy(operator, item, options, gm, model) for model in models[1:])
+        accuracy = "; ".join(
+            _check_accuracy(graph.operator, graph.item, options, graph.gm, model) for model in entry.compiled
+        )
     if options.device != "cuda":
-        return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy)
+        return _Prepared(graph.index, graph.operator, graph.item, models, entry.compile_s, accuracy)
     if options.cudagraphs:
         from torch._dynamo.backends.cudagraphs import cudagraphs_inner
 
         # Replays read and write the very tensors captured: no copies, as operatorbench.
-        models = [cudagraphs_inner(m, gm_args, copy_outputs=False, copy_inputs=False) for m in models]
-    return _Prepared(index, operator, item, models, tuple(compile_seconds), accuracy, list(gm_args))
+        models = [cudagraphs_inner(m, graph.gm_args, copy_outputs=False, copy_inputs=False) for m in models]
+    return _Prepared(
+        graph.index, graph.operator, graph.item, models, entry.compile_s, accuracy, graph.gm_args
+    )
+
+
+def _prepare(index: int, operator: Any, item: OperatorInput, options: MeasureOptions) -> _Prepared:
+    return _finish(_compile(_make_graph(index, operator, item, options), options), options)
 
 
 def _time_round(prepared: _Prepared, options: MeasureOptions) -> list[float]:
@@ -358,37 +410,71 @@ def _compile_errors_not_logged() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def measure_inputs(
-    pairs: Sequence[tuple[Any, OperatorInput]],
+# An input on its way: a stage's record, or the error result that ended it.
+Staged = Any  # _Graph | CompiledInput | InputMeasurement
+
+
+def make_graphs(pairs: Sequence[tuple[Any, OperatorInput]], options: MeasureOptions) -> list[Staged]:
+    """Each pair as its operator's graph module with inputs made on the device (timing thread:
+    on CUDA this launches the kernels that draw the inputs)."""
+    staged: list[Staged] = []
+    for index, (operator, item) in enumerate(pairs):
+        try:
+            staged.append(_make_graph(index, operator, item, options))
+        except Exception as e:  # a failing input is recorded and the run goes on
+            staged.append(_error_result(operator, item, e))
+    return staged
+
+
+def compile_graphs(staged: Sequence[Staged], options: MeasureOptions) -> list[Staged]:
+    """compile_fx for every graph; safe on a background thread (see `_compile`)."""
+    compiled: list[Staged] = []
+    for entry in staged:
+        if not isinstance(entry, _Graph):
+            compiled.append(entry)
+            continue
+        try:
+            with _record_function(f"iter_{entry.index}", options.profile), _compile_errors_not_logged():
+                compiled.append(_compile(entry, options))
+        except Exception as e:
+            compiled.append(_error_result(entry.operator, entry.item, e))
+    return compiled
+
+
+def time_compiled(
+    staged: Sequence[Staged],
     options: MeasureOptions,
     *,
-    progress: Any = None,  # a `benchkit.util.progress_bar`,
+    progress: Any = None,
+    before_timing: Callable[[], None] | None = None,
 ) -> list[InputMeasurement]:
-    """Compile every (operator, input) pair, then time them all in interleaved rounds.
+    """Capture (CUDA) and accuracy-check the compiled inputs, then time them all in interleaved rounds.
 
-    Compilation happens first and outside all timing. Each round then takes
-    one sample of every input, so the rounds of one input are spread over the
-    whole measurement instead of bunched together: a burst of load from
-    elsewhere on the machine lands in one round of many inputs rather than in
-    every round of one input. Per model the rounds are combined by the
+    Each round takes one sample of every input, so the rounds of one input are
+    spread over the whole measurement instead of bunched together: a burst of
+    load from elsewhere on the machine lands in one round of many inputs rather
+    than in every round of one input. Per model the rounds are combined by the
     device's `Statistic`: on the CPU the fastest round (noise only ever adds
     time, so results depend on the machine's quiet moments, not on how busy it
     was on average), on CUDA operatorbench's median. Failures become error
-    results; the rest go on.
+    results; the rest go on. ``before_timing`` runs after the captures, before the first round.
     """
     _keep_allocations_off_fresh_pages()
-    results: list[InputMeasurement | None] = [None] * len(pairs)
+    results: list[InputMeasurement | None] = [None] * len(staged)
     prepared: list[_Prepared] = []
-    for index, (operator, item) in enumerate(pairs):
+    for position, entry in enumerate(staged):
+        if isinstance(entry, CompiledInput):
+            try:
+                with _compile_errors_not_logged():
+                    prepared.append(_finish(entry, options))
+                continue
+            except Exception as e:
+                entry = _error_result(entry.graph.operator, entry.graph.item, e)
+        results[position] = entry
         if progress is not None:
-            progress.set_postfix_str(f"compiling {operator} input {item.label[:60]}")
-        try:
-            with _record_function(f"iter_{index}", options.profile), _compile_errors_not_logged():
-                prepared.append(_prepare(index, operator, item, options))
-        except Exception as e:  # a failing input is recorded and the run goes on
-            results[index] = _error_result(operator, item, e)
-            if progress is not None:
-                progress.update(1)
+            progress.update(1)
+    if before_timing is not None:
+        before_timing()
     # As operatorbench: an accuracy run is not a timing run.
     rounds = 1 if options.accuracy_checking else options.repeats
     for round_index in range(rounds):
@@ -417,3 +503,18 @@ def measure_inputs(
         if progress is not None:
             progress.update(1)
     return [r for r in results if r is not None]
+
+
+def measure_inputs(
+    pairs: Sequence[tuple[Any, OperatorInput]],
+    options: MeasureOptions,
+    *,
+    progress: Any = None,  # a `benchkit.util.progress_bar`,
+) -> list[InputMeasurement]:
+    """Compile every (operator, input) pair, then time them all (`time_compiled`).
+
+    Compilation happens first and outside all timing.
+    """
+    if progress is not None and pairs:
+        progress.set_postfix_str(f"compiling {len(pairs)} input(s) of {pairs[0][0]}")
+    return time_compiled(compile_graphs(make_graphs(pairs, options), options), options, progress=progress)
