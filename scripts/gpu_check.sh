@@ -17,7 +17,7 @@
 # GPU_CHECK_REPEATS (default 10) sets the repeats of both methods. GPU_CHECK_AA=1 also runs the
 # reference a second time on each log with cold caches (how far the method itself moves between
 # processes);
-# GPU_CHECK_ASV=0 leaves step 4 out. Wheels in ./.whl (asv and its dependencies, for a machine
+# GPU_CHECK_ASV=0 leaves step 4 out. GPU_CHECK_STEP_LIMIT (default 180) bounds each command's seconds. Wheels in ./.whl (asv and its dependencies, for a machine
 # without them or without an index) are installed first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,7 @@ out=$(realpath -m "${1:-gpu-check}")
 mkdir -p "$out"
 exec > >(tee "$out/gpu_check.log") 2>&1
 repeats=${GPU_CHECK_REPEATS:-10}
+step_limit=${GPU_CHECK_STEP_LIMIT:-180}  # seconds for any one command (exit 124 past it); the check goes on
 work=$(mktemp -d)
 export HOME="$work/home" BENCHKIT_CACHE_DIR="$work/benchkit-cache" PYTHONUNBUFFERED=1 COLUMNS=200
 mkdir -p "$HOME"
@@ -44,7 +45,7 @@ fresh_timed() {
   shift
   local started
   started=$(date +%s.%N)
-  TORCHINDUCTOR_CACHE_DIR="$work/inductor-$name" TRITON_CACHE_DIR="$work/triton-$name" "$@"
+  TORCHINDUCTOR_CACHE_DIR="$work/inductor-$name" TRITON_CACHE_DIR="$work/triton-$name" timeout "$step_limit" "$@"
   echo "gpu_check: $name exited $? after $(elapsed "$started") s"
   seconds[$name]=$(elapsed "$started")
 }
@@ -56,13 +57,13 @@ same_kernels() {
   shift 2
   local started
   started=$(date +%s.%N)
-  TORCHINDUCTOR_CACHE_DIR="$work/inductor-$from" TRITON_CACHE_DIR="$work/triton-$from" "$@"
+  TORCHINDUCTOR_CACHE_DIR="$work/inductor-$from" TRITON_CACHE_DIR="$work/triton-$from" timeout "$step_limit" "$@"
   echo "gpu_check: $name exited $? after $(elapsed "$started") s (on $from's caches)"
   seconds[$name]=$(elapsed "$started")
 }
 
 echo "== 1. a real BERT fp16 training log"
-python3 scripts/record_bert_log.py --out "$out/bert_fp16.txt" --dtype float16
+timeout "$step_limit" python3 scripts/record_bert_log.py --out "$out/bert_fp16.txt" --dtype float16
 
 echo "== 2. BERT fp16 log: operatorbench reference, then benchkit (cold caches each)"
 bert=(--inp-file "$out/bert_fp16.txt" --dtype float16 --repeats "$repeats" --max-samples 2)
@@ -156,7 +157,7 @@ EOF
 asv machine --yes --machine gpu-check --config "$asv_dir/asv.conf.json" >/dev/null
 started=$(date +%s.%N)
 TORCHINDUCTOR_CACHE_DIR="$work/inductor-asv" TRITON_CACHE_DIR="$work/triton-asv" \
-  asv run --python=same --set-commit-hash "$commit" --show-stderr --config "$asv_dir/asv.conf.json" \
+  timeout $((step_limit + 60)) asv run --python=same --set-commit-hash "$commit" --show-stderr --config "$asv_dir/asv.conf.json" \
   -b '^operators_cuda\.'
 echo "gpu_check: asv exited $? after $(elapsed "$started") s"
 tar -czf "$out/asv_results.tar.gz" -C "$asv_dir" results
