@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=("float16", "float32"), default="float32")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--max-samples", type=int, default=15)
+    parser.add_argument("--op", action="append", default=[], help="only this operator (repeatable)")
     parser.add_argument("--json", type=Path, required=True, help="where the per-operator figures go")
     args = parser.parse_args(argv)
 
@@ -100,18 +101,21 @@ def main(argv: list[str] | None = None) -> int:
     cast = None if args.dtype == "float16" else torch.float32
     report: dict[str, Any] = {"method": "operatorbench reference", "repeats": args.repeats, "operators": {}}
     for name in workload.operators:
+        if args.op and name not in args.op:
+            continue
         operator = resolve_operator(name)
         reason = skipped(operator)
         if reason is not None:
             print(f"Skipping {name}, {reason}")
             continue
         operator_started = time.perf_counter()
-        speedups, errors = [], []
+        speedups, errors, milliseconds = [], [], []
         for item in workload.inputs(name, max_samples=args.max_samples):
             try:
                 call_args, call_kwargs = materialize(item, device="cuda", dtype=cast)
                 eager_ms, compiled_ms = time_input(operator, call_args, call_kwargs, args.repeats)
                 speedups.append(eager_ms / compiled_ms)
+                milliseconds.append([eager_ms, compiled_ms])
             except Exception as error:  # recorded; the run goes on, as operatorbench
                 message = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
                 errors.append(f"{item.label}: {message}")
@@ -120,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         if speedups:
             low, mid, high = np.quantile(speedups, (0.2, 0.5, 0.8)).tolist()
             print(f"{name}: inductor={mid:.4f}x ({low:.4f}-{high:.4f}) n={len(speedups)} took {elapsed:.1f}s")
-            report["operators"][name] = {"quantiles": [low, mid, high], "speedups": speedups}
+            report["operators"][name] = {
+                "quantiles": [low, mid, high],
+                "speedups": speedups,
+                "eager_compiled_ms": milliseconds,
+            }
         else:
             report["operators"][name] = {"quantiles": None, "speedups": []}
         report["operators"][name].update(errors=errors, elapsed_s=elapsed)
