@@ -124,3 +124,15 @@ def test_at_a_terminal_asv_asks_its_questions(tmp_path: Path) -> None:
     assert "I will now ask you some questions about this machine" in text
     assert "benchkit:" not in text
     assert list((root / "results" / platform.node()).glob(f"{commit[:8]}-*.json")), text
+
+
+def test_a_failure_to_record_is_one_line_and_asv_decides(tmp_path: Path) -> None:
+    """HOME is a file: the plugin cannot save; it says so in one line and asv goes on to its own
+    message (the plugin never stops an asv command by itself)."""
+    root, env, commit = make_project(tmp_path, [ASV_PLUGIN])
+    (root / "not-a-home").write_text("")
+    done = asv_run(root, {**env, "HOME": str(root / "not-a-home")}, commit)
+    output = done.stdout + done.stderr
+    [line] = [x for x in output.splitlines() if x.startswith("benchkit:")]
+    assert line.startswith("benchkit: asv's machine defaults not recorded (NotADirectoryError")
+    assert done.returncode == 1 and ASKED in output
