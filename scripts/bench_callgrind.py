@@ -33,6 +33,7 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchkit.cli.counts import profile_path  # noqa: E402
 from benchkit.define.expand import Case  # noqa: E402
 from benchkit.define.loader import load_cases  # noqa: E402
 from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
@@ -76,7 +77,7 @@ def count_suite(cache: Path, out: Path, pattern: str | None) -> tuple[float, flo
     whole process tree do not, and CPU seconds / cores bounds the time on an idle machine.
     """
     env = {**os.environ, "BENCHKIT_CACHE_DIR": str(cache)}
-    args = ["counts", "--json", str(out), "--profile", str(out.with_suffix(".json.gz"))]
+    args = ["counts", "--json", str(out), "--profile", "--profile-dir", str(out.with_suffix(""))]
     if pattern:
         args += ["--filter", pattern]
     start, cpu = time.monotonic(), cpu_seconds()
@@ -148,7 +149,7 @@ def suite_figures(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     if not args.skip_cold:
         log(f"cold run (empty cache), load before: {load()}")
         seconds, cpu, _, after = count_suite(cache, work / "cold.json", args.filter)
-        figures["cold"] = (seconds, cpu, compile_seconds(work / "cold.json.gz"), after)
+        figures["cold"] = (seconds, cpu, compile_seconds(profile_path(work / "cold")), after)
     else:
         cache = Path(os.environ.get("BENCHKIT_CACHE_DIR") or Path.home() / ".cache" / "benchkit")
     runs = []

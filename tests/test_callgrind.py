@@ -278,6 +278,21 @@ def test_no_valgrind_is_one_clear_line(tmp_path: Path) -> None:
     assert "benchkit counts: error: valgrind is not installed" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (["--profile", "base.json.gz"], "benchkit counts: error: --profile is a switch (as in asv and "
+         "`benchkit operators`): `--profile --profile-dir DIR` saves DIR/counts.json.gz, not base.json.gz"),
+        (["base.json.gz"], "benchkit counts: error: unrecognized arguments: base.json.gz"),
+    ],
+)  # fmt: skip
+def test_the_old_profile_spelling_is_one_line_naming_the_new(words: list[str], message: str) -> None:
+    """`counts --profile FILE`, as the docs once gave it, stops before counting anything."""
+    done = subprocess.run([*BENCHKIT, "counts", *words], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert done.returncode == 2
+    assert done.stderr.strip() == message
+
+
 def test_asv_instruction_benchmarks_skip_without_valgrind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -304,9 +319,10 @@ def test_counts_cli_writes_json(tmp_path: Path) -> None:
         "BENCHMARKS = {'mine': {'add': TimerArgs('x + 1', 'x = torch.ones(4, 4)'),\n"
         "                       'broken': TimerArgs('raise RuntimeError(\"no\")')}}\n"
     )
-    out = tmp_path / "counts.json"
+    out, profile_dir = tmp_path / "counts.json", tmp_path / "base"
+    command = [*BENCHKIT, "counts", "--definitions", str(definitions), "--filter", "^mine/"]
     done = subprocess.run(
-        [*BENCHKIT, "counts", "--definitions", str(definitions), "--filter", "^mine/", "--json", str(out)],
+        [*command, "--json", str(out), "--profile", "--profile-dir", str(profile_dir)],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
@@ -319,3 +335,9 @@ def test_counts_cli_writes_json(tmp_path: Path) -> None:
     assert add["status"] == "ok" and 3_000 < add["instructions"] < 100_000
     assert broken["status"] == "failed" and broken["instructions"] is None and "no" in broken["error"]
     assert "[1/2" in done.stderr and "[2/2" in done.stderr  # progress
+    profile = counts_cli.profile_path(profile_dir)
+    assert f"function-level profile: {profile}" in done.stderr
+    diff = subprocess.run(  # what `benchkit diff` reads: the same build twice, nothing changed
+        [*BENCHKIT, "diff", str(profile), str(profile)], capture_output=True, text=True, cwd=REPO_ROOT
+    )
+    assert diff.returncode == 0, diff.stderr

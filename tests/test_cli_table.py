@@ -10,9 +10,7 @@ from benchkit.cli.flags import table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Flags whose meaning differs between commands, each with the reason it stays so.
-KNOWN_DIFFERENT = {
-    "--profile": "operators: a switch, as operatorbench's --profile; counts: a file to write",
-}
+KNOWN_DIFFERENT: dict[str, str] = {}
 
 
 def _flags() -> dict[str, dict[tuple[str, str], list[str]]]:

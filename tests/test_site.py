@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from benchkit import cli
+from benchkit.cli.counts import profile_path
 from benchkit.errors import UserError
 from benchkit.history import results
 from benchkit.measure.callgrind import profiles
@@ -725,10 +726,10 @@ def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> N
     for version, stmt in {"base": "y = model(x)", "head": "y = model(x)\ny = model(x) + 1"}.items():
         definitions = tmp_path / f"defs_{version}.py"
         definitions.write_text(DEMO_DEFINITIONS.format(stmt=stmt))
-        out = tmp_path / f"{version}.json.gz"
+        out = profile_path(tmp_path / version)
         run = subprocess.run(
             [sys.executable, "-m", "benchkit.cli", "counts", "--definitions", str(definitions),
-             "--filter", "site demo", "--profile", str(out)],
+             "--filter", "site demo", "--profile", "--profile-dir", str(out.parent)],
             env={**os.environ, "BENCHKIT_STANDARD": "0"}, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr

@@ -12,6 +12,14 @@ from benchkit.measure.callgrind.policy import DEFAULT_CASE_TIMEOUT
 from benchkit.measure.callgrind.results import BatchResult, ValgrindUnavailable
 from benchkit.measure.callgrind.supervisor import collect
 
+# The file `--profile` writes into `--profile-dir`; `benchkit diff` reads it.
+PROFILE_FILE = "counts.json.gz"
+
+
+def profile_path(profile_dir: Path) -> Path:
+    """Where ``benchkit counts --profile --profile-dir DIR`` saves the function-level profile."""
+    return profile_dir / PROFILE_FILE
+
 
 def counts_json(result: BatchResult) -> dict[str, Any]:
     """``{case key: {"instructions": N, ...}}`` with the batch's CPU capability on each."""
@@ -24,6 +32,13 @@ def _cmd_counts(args: argparse.Namespace) -> int:
     from benchkit.errors import UserError
     from benchkit.util import atomic_write_json
 
+    if args.unexpected:
+        if args.profile:  # the spelling the docs gave when --profile took a file
+            raise UserError(
+                f"--profile is a switch (as in asv and `benchkit operators`): "
+                f"`--profile --profile-dir DIR` saves DIR/{PROFILE_FILE}, not {args.unexpected[0]}"
+            )
+        raise UserError(f"unrecognized arguments: {' '.join(args.unexpected)}")
     cases = selected_cases(args)
     try:
         result = collect(cases, jobs=args.jobs, case_timeout=args.case_timeout, keep_files=args.keep_files)
@@ -46,7 +61,8 @@ def _cmd_counts(args: argparse.Namespace) -> int:
     if args.profile:
         from benchkit.measure.callgrind.profiles import save_profile
 
-        save_profile(args.profile, result)
+        path = save_profile(profile_path(args.profile_dir), result)
+        print(f"function-level profile: {path} (`benchkit diff` compares two)", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -59,11 +75,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_selection(parser)
     parser.add_argument("--json", type=Path, metavar="OUT", help='write {case: {"instructions": N, ...}}')
     parser.add_argument(
-        "--profile", type=Path, metavar="OUT", help="also save function-level profiles (.json.gz)"
+        "--profile",
+        action="store_true",
+        help=f"also save the function-level profile of every case as --profile-dir/{PROFILE_FILE}",
+    )
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        default=Path("log"),
+        metavar="DIR",
+        help="where --profile writes (default: ./log)",
     )
     parser.add_argument("--jobs", type=int, help="valgrind workers (default: one per core)")
     parser.add_argument(
         "--case-timeout", type=float, default=DEFAULT_CASE_TIMEOUT, help="seconds per case (default 300)"
     )
     parser.add_argument("--keep-files", action="store_true", help="keep callgrind dumps and worker logs")
+    # counts takes no positional argument; this catches `--profile FILE` (the spelling from
+    # before --profile was a switch) to say what it is now instead of argparse's bare complaint.
+    parser.add_argument("unexpected", nargs="*", help=argparse.SUPPRESS)
     parser.set_defaults(func=_cmd_counts)

@@ -28,8 +28,8 @@ nothing matched the selection, no results), 130 interrupted.
 def _rows(name: str, parser: argparse.ArgumentParser) -> list[str]:
     rows = []
     for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
+        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue  # hidden: catches an old spelling to name the new one
         if isinstance(action, argparse._SubParsersAction):
             for sub_name, sub in action.choices.items():
                 rows += _rows(f"{name} {sub_name}", sub)

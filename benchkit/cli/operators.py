@@ -174,7 +174,13 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="record a torch.profiler trace per operator under --profile-dir",
     )
-    parser.add_argument("--profile-dir", type=Path, default=Path("log"), help="(default: ./log)")
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        default=Path("log"),
+        metavar="DIR",
+        help="where --profile writes (default: ./log)",
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,

@@ -127,9 +127,11 @@ def count_build(
     except (UserError, OSError, subprocess.SubprocessError) as e:
         return {**outcome, "status": "failed", "reason": str(e), "counts": {}}
     with tempfile.TemporaryDirectory(prefix="benchkit-backfill-") as tmp:
-        counts_path, profile_path = Path(tmp) / "counts.json", Path(tmp) / "profile.json.gz"
+        from benchkit.cli.counts import profile_path as counts_profile
+
+        counts_path, profile_path = Path(tmp) / "counts.json", counts_profile(Path(tmp))
         command = [str(python), "-m", "benchkit.cli", "counts", "--json", str(counts_path),
-                   "--profile", str(profile_path), "--case-timeout", str(case_timeout)]  # fmt: skip
+                   "--profile", "--profile-dir", tmp, "--case-timeout", str(case_timeout)]  # fmt: skip
         if case_filter:
             command += ["--filter", case_filter]
         for definition in definitions:

@@ -296,6 +296,10 @@ def execute_plan(plan: BuildPlan, cache_dir_: Path, environ: Mapping[str, str] |
 # -------------------------------------------------------------- asv integration
 
 
+# The asv plugin that records a new runner's machine when nobody can answer asv's questions.
+ASV_PLUGIN = ".benchkit.history.asv_machine"
+
+
 def asv_build_settings(
     benchkit_root: str = "{conf_dir}", install_timeout: int = 4 * 3600
 ) -> dict[str, object]:
@@ -339,5 +343,8 @@ def history_project_config(benchkit_root: str, env_dir: str, history: str = "his
         "results_dir": "results",
         "html_dir": "html",
         "launch_method": "forkserver",
+        # asv imports it from the config's folder or the installed benchkit: every asv
+        # command of this config needs benchkit importable by asv's python.
+        "plugins": [ASV_PLUGIN],
         **asv_build_settings(benchkit_root),
     }
