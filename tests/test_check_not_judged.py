@@ -86,6 +86,7 @@ def test_the_command_says_so_in_text_json_and_markdown(tmp_path: Path) -> None:
         f"benchkit check: not judged: wall time: head {commit_hash(BUSY)[:8]} is a disturbed build"
         in run.stderr
     )
+    assert "3 of 3 wall times ×1.59 (slower) against the builds on both sides" in run.stdout  # by prefix too
     assert markdown.read_text() == run.stdout
     data = json.loads(out.read_text())
     assert data["exit_code"] == 2 and data["not_judged"] and data["problems"] == []

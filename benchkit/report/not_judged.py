@@ -164,13 +164,19 @@ def disturbed_sides(
     from benchkit.report.excursions import build_disturbance
 
     commits = [r.commit for r in history]
+
+    def position(commit: str) -> int | None:  # a commit may be named by a hash prefix
+        return next((i for i, c in enumerate(commits) if c.startswith(commit) or commit.startswith(c)), None)
+
     found = {}
     for side, build in (("base", base), ("head", head)):
         series = list(history)
-        if build.commit not in commits:
-            cut = commits.index(base.commit) + 1 if base.commit in commits else len(series)
-            series = [*series[:cut], build]
-        disturbed = build_disturbance(series, build.commit, metric_of, count_threshold)
+        at = position(build.commit)
+        if at is None:
+            base_at = position(base.commit)
+            series = [*series[: len(series) if base_at is None else base_at + 1], build]
+        commit = build.commit if at is None else commits[at]
+        disturbed = build_disturbance(series, commit, metric_of, count_threshold)
         if disturbed is not None:
             found[side] = disturbed
     return found
