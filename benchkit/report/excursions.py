@@ -11,8 +11,9 @@ benchmarks' noise -- while its instruction counts (where the suite has them) did
 by the count threshold. Its wall times then make no steps in `benchkit.report.changepoints`,
 and it is reported once. Over a history the first and last builds have one side only and
 are not judged this way; `benchkit check` judges its base and head by `build_disturbance`,
-one-sided at an end of the history (against the builds before a last head), and leaves a
-disturbed side's wall times unjudged.
+one-sided at an end of the history (against the builds before a last head; only where the
+suite has instruction counts to witness that the code stayed), and leaves a disturbed side's
+wall times unjudged.
 """
 
 from __future__ import annotations
@@ -130,6 +131,10 @@ def _judge(
     ]
     if count_moves and statistics.median(count_moves) >= math.log1p(count_threshold):
         return None  # the code moved too: not the machine's doing
+    if one_sided and not count_moves:
+        # No way back to show an excursion, and no count to witness that the code stayed:
+        # a slowdown of every wall time may be torch's.
+        return None
     return DisturbedBuild(history[i].commit, i, math.exp(middle), moved, len(moves), one_sided)
 
 
