@@ -61,6 +61,9 @@ def test_regressions_page_of_a_two_build_main_job(tmp_path: Path) -> None:
             "not judged",
             "one build on a side of the step: nothing shows how far each level spreads",
         ] in legend
+        # "not judged (code change)": the joint label in brackets is explained too.
+        shown = {label for label, _ in legend}
+        assert {r["label"].removeprefix("not judged (").rstrip(")") for r in rows} <= shown | {"not judged"}
         assert browser.evaluate("getComputedStyle(document.querySelector('.legend')).display") != "none"
         assert browser.errors() == []
         shot = os.environ.get("BENCHKIT_SCREENSHOT")

@@ -298,6 +298,7 @@ def legend_key(label: str) -> str:
 def legend(steps: Sequence[Step], disturbed: bool = False) -> dict[str, str]:
     """The meanings of the labels these steps show (and of a disturbed build, when one is named)."""
     keys = {legend_key(shown_label(s)) for s in steps} | ({DISTURBED} if disturbed else set())
+    keys |= {s.label for s in steps if s.label}  # "not judged (code change)" names both
     return {k: v for k, v in LABEL_MEANINGS.items() if k in keys}
 
 
