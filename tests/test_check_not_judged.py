@@ -171,3 +171,28 @@ def test_compile_times_of_different_cache_states_are_not_judged(tmp_path: Path) 
     assert step["shown_label"] == "cache state differed (cold vs warm)"
     assert not [s for s in data["steps"] if s["name"] == CACHE]  # the record makes no steps
     assert data["labels"]["cache state differed"].startswith("a compile time between builds")
+
+
+@pytest.mark.slow
+def test_the_operator_suite_records_the_cache_state_of_each_compile(tmp_path: Path) -> None:
+    """Two real timing processes of the asv suite on one empty inductor cache: the first
+    compiles ReLU's inputs (cold, 0.0), the second finds every kernel there (warm, 1.0)."""
+    import os
+
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "PYTHONPATH": str(REPO_ROOT)}
+    states = []
+    for run in ("cold", "warm"):
+        out = tmp_path / f"{run}.json"
+        command = ["-m", "benchkit.measure.operators.asv", "--time-default-set", "1", str(out), "cpu"]
+        done = subprocess.run(
+            [sys.executable, *command, "aten.relu.default"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        inputs = json.loads(out.read_text())["operators"]["aten.relu.default"]["inputs"]
+        assert inputs and all(entry["error"] is None for entry in inputs.values())
+        states.append({entry["compile_cache_hit"] for entry in inputs.values()})
+    assert states == [{0.0}, {1.0}]
