@@ -196,3 +196,13 @@ def test_the_operator_suite_records_the_cache_state_of_each_compile(tmp_path: Pa
         assert inputs and all(entry["error"] is None for entry in inputs.values())
         states.append({entry["compile_cache_hit"] for entry in inputs.values()})
     assert states == [{0.0}, {1.0}]
+
+
+def test_the_operators_page_reads_results_with_the_cache_record(tmp_path: Path) -> None:
+    from benchkit.history.results import load_asv_config, load_history
+    from benchkit.report.site import data as site_data
+
+    project = _operator_history(tmp_path)
+    history = load_history(load_asv_config(project.config), MACHINE)
+    [row] = site_data.operator_rows(history[4], {})
+    assert row.operator == "aten.add.Tensor" and row.device == "cpu"

@@ -43,6 +43,7 @@ OPERATOR_METRICS = {
     "track_eager_seconds": "eager_s",
     "track_compiled_seconds": "compiled_s",
     "track_compile_seconds": "compile_s",
+    "track_compile_cache_hit": "compile_cache_hit",  # the cache state, shown nowhere as a timing
 }
 
 
