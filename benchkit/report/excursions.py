@@ -42,7 +42,8 @@ class DisturbedBuild:
     judged: int  # wall-time benchmarks with a value here and on both sides (one, when one-sided)
     one_sided: bool = False  # at an end of the history: against the builds on its one side
 
-    def describe(self) -> str:
+    def describe(self, steps: bool = True) -> str:
+        """What happened to the build; `steps`: and that its wall times make no steps (a history's)."""
         way = "slower" if self.factor > 1 else "faster"
         if self.one_sided:
             side = "before" if self.position > 0 else "after"
@@ -52,7 +53,8 @@ class DisturbedBuild:
             )
         return (
             f"disturbed build: {self.moved} of {self.judged} wall times ×{self.factor:.2f} ({way}) against "
-            f"the builds on both sides, its instruction counts unchanged; its wall times make no steps"
+            f"the builds on both sides, its instruction counts unchanged"
+            + ("; its wall times make no steps" if steps else "")
         )
 
 

@@ -121,7 +121,7 @@ def mark_disturbed(
     """Wall-time verdicts of a pair whose base or head (`disturbed`: side -> build) is disturbed."""
     if not disturbed:
         return list(comparisons)
-    why = "; ".join(f"{side} {d.commit[:8]} is a {d.describe()}" for side, d in disturbed.items())
+    why = "; ".join(f"{side} {d.commit[:8]} is a {d.describe(steps=False)}" for side, d in disturbed.items())
     note = f"not judged: {why}; measure again"
     return [
         dataclasses.replace(c, status=DISTURBED, note=note)
@@ -137,8 +137,8 @@ def not_judged_reasons(comparisons: Sequence[Comparison], disturbed: dict[str, D
     walls = sum(1 for c in comparisons if c.status == DISTURBED)
     for side, d in disturbed.items():
         lines.append(
-            f"wall time: {side} {d.commit[:8]} is a {d.describe()}; its {walls} wall-time verdict(s) "
-            f"are not judged: measure {side} again"
+            f"wall time: {side} {d.commit[:8]} is a {d.describe(steps=False)}; "
+            f"its {walls} wall-time verdict(s) are not judged: measure {side} again"
         )
     compiles = [c for c in comparisons if c.status == CACHE_DIFFERED]
     if compiles:
