@@ -11,6 +11,10 @@ those logs with its three most-called inputs:
 * ``track_eager_seconds`` / ``track_compiled_seconds``: seconds per call.
 * ``track_compile_seconds``: seconds ``compile_fx`` took for this input
   (a cache hit when the inductor cache is warm; see below).
+* ``track_compile_cache_hit``: the inductor cache state of that compile: 1.0 when it found
+  every kernel in the cache (warm; it wrote nothing there), 0.0 when it compiled (cold). Not
+  performance: the report stage reads it to judge compile times only between builds
+  compiled in the same state.
 
 All classes share one ``setup_cache``: asv runs it per environment (one torch
 build, i.e. one commit) and round, and hands its result to every benchmark as the
@@ -84,6 +88,11 @@ class _OperatorBenchmark:
         return self.result["compile_s"]
 
     track_compile_seconds.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_compile_cache_hit(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["compile_cache_hit"]
+
+    track_compile_cache_hit.unit = "inductor cache hit (1 warm, 0 cold)"  # type: ignore[attr-defined]
 
 
 _class_name = _naming.class_name

@@ -1,7 +1,7 @@
 """TorchInductor operator speedups on CUDA as asv history (see docs/operators.md).
 
 The same benchmarks as ``operators`` (one class per operator, one parameter value per
-input, the same four ``track_*`` metrics), measured on the GPU: the CUDA default set
+input, the same ``track_*`` metrics), measured on the GPU: the CUDA default set
 (``benchkit.measure.operators.workload.CUDA_DEFAULT_OPERATORS``, inputs of the sizes a
 GPU trains, in float16 and float32), timed by operatorbench's CUDA method (eager and
 compiled each replayed from a CUDA graph, inductor's ``benchmark_gpu`` per repeat, the

@@ -34,6 +34,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"benchkit check: could not compare: {problem}", file=sys.stderr)
     if verdict.problems:
         print(f"benchkit check: {WHY_HINT}", file=sys.stderr)
+    for reason in verdict.not_judged:
+        print(f"benchkit check: not judged: {reason}", file=sys.stderr)
     if args.markdown:
         from benchkit.util import atomic_write_text
 
@@ -50,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "check",
         help="regression gate over asv results of two commits "
-        "(exit 0 ok, 1 regression or lost benchmark, 2 cannot compare)",
+        "(exit 0 ok, 1 regression or lost benchmark, 2 cannot compare or not judged)",
         description=gate.__doc__.split("\n\n")[0],  # type: ignore[union-attr],
     )
     parser.add_argument("base", metavar="BASE", help="reference commit: branch, tag or hash (e.g. main)")

@@ -56,6 +56,11 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
         print(f"# wall time of build {disturbed.commit[:8]} left out: {disturbed.describe()}")
     for commit, shift in found.shifted:
         print(f"# wall time of build {commit[:8]} is environment-shifted: {shift}")
+    meanings = changepoints.legend(steps, disturbed=bool(found.disturbed))
+    if meanings:
+        print("# labels:")
+        for label, meaning in meanings.items():
+            print(f"#   {label}: {meaning}")
     if args.json:
         atomic_write_json(
             args.json,
@@ -63,7 +68,15 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
                 "machine": machine,
                 "commits": [r.commit for r in history],
                 "interval_level": changepoints.INTERVAL_LEVEL,
-                "steps": [{**s.as_json(), "judged": changepoints.judged(s)} for s in steps],
+                "steps": [
+                    {
+                        **s.as_json(),
+                        "judged": changepoints.judged(s),
+                        "shown_label": changepoints.shown_label(s),
+                    }
+                    for s in steps
+                ],
+                "labels": changepoints.LABEL_MEANINGS,
                 "shifted_builds": [{"commit": c, "shift": text} for c, text in found.unreliable()],
             },
         )

@@ -13,7 +13,9 @@ per case (see `benchkit.report.noise.case_of`):
 * **counts only**: executed instructions changed with no visible cost in time.
 
 Instruction counts are deterministic, so their steps pin one commit; a wall-time step
-is placed where the fit puts it, within the commits between its two levels.
+is placed where the fit puts it, within the commits between its two levels. A compile-time
+step between builds whose recorded inductor cache states differ (cold vs warm) is not
+judged (`benchkit.report.not_judged`); the cache records make no steps themselves.
 """
 
 from __future__ import annotations
@@ -25,11 +27,26 @@ from collections.abc import Callable, Collection, Sequence
 from benchkit.history.results import ResultSet
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.noise import build_shift, case_of, round_drifts
+from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
 from benchkit.stats import MEDIAN_EFFICIENCY, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
 OUTLIER = "outlier"  # one build away from its neighbours' common level, and back after it
 LABELS = ("code change", "wall time only", "counts only", OUTLIER)
+NOT_JUDGED = "not judged"
+# What each label of the reports' label column means (their legends).
+LABEL_MEANINGS = {
+    "code change": "the case's instruction count and wall time stepped at the same commit (±1 build)",
+    "wall time only": "the wall time stepped, the instruction count did not: memory, threads or the machine",
+    "counts only": "the instruction count stepped at no visible cost in wall time",
+    OUTLIER: "one build away from the level its neighbours share, and back after it: not a step",
+    "-": "no pair metric to label by (operator timings, other tracked numbers)",
+    NOT_JUDGED: "one build on a side of the step: nothing shows how far each level spreads",
+    "cache state differed": "a compile time between builds compiled in different inductor cache "
+    "states (cold vs warm): only shows which one compiled",
+    DISTURBED: "a build whose wall times all moved together, alone and back, while its instruction "
+    "counts did not: the machine's doing; its wall times make no steps",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +64,7 @@ class Step:
     high: float | None  # to show its spread (e.g. one build on each side of the step)
     position: int  # index of `after` in the history
     label: str = ""  # a joint label from LABELS; "" when the case has no pair metric
+    reason: str = ""  # why the step is not judged beyond its sides, e.g. the cache state differed
 
     def as_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -167,6 +185,8 @@ def changepoints(
     by_case: dict[tuple[str, str], dict[str, list[Step]]] = {}
     loose: list[Step] = []
     for name, env in keys:
+        if is_cache_record(name):
+            continue  # the inductor cache state of a compile, not performance
         column = [r.measurements.get((name, env)) for r in history]
         versions = [m.version for m in column if m is not None and m.version]
         latest = versions[-1] if versions else None
@@ -190,7 +210,22 @@ def changepoints(
             labelled += _label_case(counts, walls)
         else:
             labelled += counts + walls
+    labelled = [_cache_reason(s, history) for s in labelled]
     return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
+
+
+def _cache_reason(step: Step, history: Sequence[ResultSet]) -> Step:
+    """A compile-time step whose two builds compiled in different cache states is not judged."""
+    record = cache_record_of(step.name)
+    if record is None:
+        return step
+    by_commit = {r.commit: r for r in history}
+    states = [
+        cache_state(by_commit[c].measurements.get((record, step.env))) for c in (step.before, step.after)
+    ]
+    if None in states or states[0] == states[1]:
+        return step
+    return dataclasses.replace(step, reason=f"cache state differed ({states[0]} vs {states[1]})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +274,32 @@ def _pct(x: float) -> str:
 def judged(step: Step) -> bool:
     """A step with an interval; without one (one build a side) nothing shows how far each level
     spreads, and the step is listed as not judged; an outlier is no step either."""
-    return step.label != OUTLIER and step.low is not None and step.high is not None
+    return step.label != OUTLIER and not step.reason and step.low is not None and step.high is not None
+
+
+def shown_label(step: Step) -> str:
+    """The label column: the joint label; why a step is not judged; '-' without a pair metric."""
+    if step.reason:
+        return step.reason
+    if judged(step) or step.label == OUTLIER:
+        return step.label or "-"
+    return NOT_JUDGED + (f" ({step.label})" if step.label else "")
+
+
+def legend_key(label: str) -> str:
+    """The `LABEL_MEANINGS` entry that explains a shown label."""
+    if label.startswith("cache state differed"):
+        return "cache state differed"
+    if label.startswith(NOT_JUDGED):
+        return NOT_JUDGED
+    return label
+
+
+def legend(steps: Sequence[Step], disturbed: bool = False) -> dict[str, str]:
+    """The meanings of the labels these steps show (and of a disturbed build, when one is named)."""
+    keys = {legend_key(shown_label(s)) for s in steps} | ({DISTURBED} if disturbed else set())
+    keys |= {s.label for s in steps if s.label}  # "not judged (code change)" names both
+    return {k: v for k, v in LABEL_MEANINGS.items() if k in keys}
 
 
 def format_table(steps: Sequence[Step]) -> str:
@@ -251,7 +311,11 @@ def format_table(steps: Sequence[Step]) -> str:
         ("", [s for s in steps if judged(s)]),
         (
             "# not judged: one build a side, so no interval",
-            [s for s in steps if not judged(s) and s.label != OUTLIER],
+            [s for s in steps if not judged(s) and s.label != OUTLIER and not s.reason],
+        ),
+        (
+            "# not judged: the builds' inductor cache states differed (compile times)",
+            [s for s in steps if s.reason],
         ),
         (
             "# outliers: one build away and back after it (not steps)",
@@ -273,7 +337,7 @@ def _table(steps: Sequence[Step]) -> str:
             s.metric,
             _pct(s.change),
             f"[{_pct(s.low)}, {_pct(s.high)}]" if s.low is not None and s.high is not None else "n/a",
-            s.label or "-",
+            shown_label(s),
         )
         for s in steps
     ]

@@ -22,6 +22,9 @@ threshold but within noise is **can't tell**; a change within the threshold is
 benchmark whose noise cannot be estimated is **insufficient data**. Neither fails
 the gate; both are counted. Wall-time changes an environment shift explains are
 can't tell with that reason, unless the case's instruction count moved too.
+Two verdicts are not given at all (`benchkit.report.not_judged`): the wall times of a base
+or head that the history shows disturbed (**disturbed build**: measure again), and compile
+times of builds whose inductor cache states differed (**cache state differed**).
 
 A reviewed config file (``benchkit-check.toml`` or ``.json``) changes the
 defaults and overrides them per benchmark by regular expression, each override
@@ -32,7 +35,7 @@ The gate fails closed: a benchmark with a number on BASE and none on HEAD
 that cannot be judged at all -- numbers on one side only, or on neither (no
 valgrind, a failed ``setup_cache``) -- is never read as "no regression".
 Exit status: 0 clean, 1 regression or a benchmark lost on HEAD, 2 could not
-compare (the reasons are printed on stderr).
+compare or not judged (the reasons are printed on stderr).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
@@ -58,7 +61,7 @@ from benchkit.history.results import (
     pick_machine,
     resolve_commit,
 )
-from benchkit.report.check_config import (
+from benchkit.report.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS re-exported)
     DEFAULT_CONFIG_NAMES,
     METRIC_LABELS,
     METRICS,
@@ -76,23 +79,31 @@ from benchkit.report.check_format import (  # noqa: F401 (re-exported for the si
     markdown_table,
     md_escape,
 )
+from benchkit.report.check_render import (  # noqa: F401 (re-exported)
+    FAILS_GATE,
+    LOST_ON_HEAD,
+    NUMERIC_STATUSES,
+    UNCERTAIN,
+    Verdict,
+    render,
+    unjudged_metrics,
+)
 from benchkit.report.noise import HistoryNoise, Noise, PairNoise, estimate, history_sigmas, pair_noise
-from benchkit.stats import ALPHA, significantly_different
+from benchkit.report.not_judged import (  # noqa: F401 (NOT_JUDGED re-exported)
+    NOT_JUDGED,
+    disturbed_sides,
+    mark_cache_states,
+    mark_disturbed,
+    not_judged_reasons,
+)
+from benchkit.stats import ALPHA, significantly_different  # noqa: F401 (ALPHA re-exported)
 
-# Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
-# "regression" they fail the gate (exit 1).
-LOST_ON_HEAD = ("newly failing", "newly skipped", "missing on head")
-FAILS_GATE = ("regression", *LOST_ON_HEAD)
 # A threshold of 0 in the config means "from the noise": the benchmark's minimum
 # detectable change (MDC) at the stated false-positive rate is its threshold. Without a
 # noise estimate the gate falls back to a fixed threshold (fail closed); a benchmark whose
 # MDC exceeds the ceiling is can't tell rather than unchanged (too noisy to vouch for).
 NOISE_FALLBACK_THRESHOLD = 0.10
 NOISE_CEILING = 0.10
-# Verdicts where both sides had a number and were compared.
-NUMERIC_STATUSES = ("regression", "improvement", "unchanged", "can't tell", "insufficient data")
-# Compared, but noise hides the answer: shown and counted, never as "unchanged", never failing.
-UNCERTAIN = ("can't tell", "insufficient data")
 
 
 # ------------------------------------------------------------------ comparing
@@ -106,6 +117,7 @@ class Comparison:
     unit: str | None
     # regression | improvement | unchanged | can't tell | insufficient data | newly failing
     # | newly skipped | missing on head | still failing | fixed | not compared | ignored
+    # | disturbed build | cache state differed (`NOT_JUDGED`)
     status: str
     before: Measurement | None
     after: Measurement | None
@@ -289,7 +301,7 @@ def compare_pair(
         unit = units.get(name.split("(")[0])
         before, after = base.measurements.get((name, env)), head.measurements.get((name, env))
         out.append(compare_one(name, env, unit, before, after, config, pair))
-    return out, pair
+    return mark_cache_states(out, base, head), pair
 
 
 def compare(
@@ -300,125 +312,6 @@ def compare(
     history: Mapping[tuple[str, str], HistoryNoise] | None = None,
 ) -> list[Comparison]:
     return compare_pair(base, head, units, config, history)[0]
-
-
-def _side_summary(measurements: Iterable[Measurement | None]) -> str:
-    counts = {"failed": 0, "skipped": 0, "without a result": 0}
-    for m in measurements:
-        if m is None:
-            counts["without a result"] += 1
-        elif not m.has_number:
-            counts["failed" if m.failed else "skipped"] += 1
-    return ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "none"
-
-
-def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
-    """Why the comparison is incomplete: a metric with numbers on one side only, or on neither.
-
-    Each benchmark's verdict cannot see this: when HEAD ran without valgrind, or a
-    failed ``setup_cache`` made asv record every benchmark of its file as failed,
-    the metric as a whole is unmeasured, and "no regression" would be a guess.
-    Ignored benchmarks do not count.
-    """
-    problems = []
-    for metric in METRICS:
-        rows = [c for c in comparisons if c.metric == metric and c.status != "ignored"]
-        on_base = sum(1 for c in rows if c.before is not None and c.before.has_number)
-        on_head = sum(1 for c in rows if c.after is not None and c.after.has_number)
-        if not rows or (on_base and on_head):
-            continue
-        label = METRIC_LABELS[metric]
-        base_side, head_side = _side_summary(c.before for c in rows), _side_summary(c.after for c in rows)
-        if on_base or on_head:
-            has, lacks, why = ("base", "head", head_side) if on_base else ("head", "base", base_side)
-            problems.append(
-                f"{label}: {on_base or on_head} benchmark(s) have numbers on {has}, none on {lacks} ({why})"
-            )
-        else:
-            problems.append(
-                f"{label}: no numbers on either side for {len(rows)} benchmark(s) "
-                f"(base: {base_side}; head: {head_side})"
-            )
-    if not problems and not any(c.status in NUMERIC_STATUSES for c in comparisons):
-        problems.append("no benchmark has numbers on both sides to compare")
-    return problems
-
-
-# ------------------------------------------------------------------- report
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    exit_code: int  # 0 clean, 1 regression or a number lost on head, 2 incomplete (see problems)
-    markdown: str
-    comparisons: tuple[Comparison, ...]
-    problems: tuple[str, ...] = ()  # why the comparison is incomplete (`unjudged_metrics`)
-    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.noise.EnvShift`)
-
-
-def render(
-    comparisons: Sequence[Comparison],
-    base_label: str,
-    head_label: str,
-    machine: str,
-    config: CheckConfig,
-    show_unchanged: bool = False,
-    shifts: Sequence[str] = (),
-) -> Verdict:
-    by_status: dict[str, list[Comparison]] = {}
-    for c in comparisons:
-        by_status.setdefault(c.status, []).append(c)
-
-    def rows(*statuses: str) -> list[Comparison]:
-        return [c for s in statuses for c in by_status.get(s, [])]
-
-    problems = unjudged_metrics(comparisons)
-    regressions = sorted(rows("regression"), key=lambda c: -(c.ratio or 0))
-    lost = rows(*LOST_ON_HEAD)
-    exit_code = 2 if problems else 1 if (regressions or lost) else 0
-    verdict = ("✅ no regression", "❌ fails", "⚠️ could not compare everything")[exit_code]
-    if exit_code == 0 and rows(*UNCERTAIN):
-        verdict = "✅ no regression found"  # not "no change": some could not be judged
-    envs = sorted({c.env for c in comparisons})
-    where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
-    # The gate's own classes always show, even at 0; the others when present.
-    counts = [f"**{count_phrase(len(regressions), 'regression')}**"]
-    counts += [count_phrase(len(rows(s)), s) for s in LOST_ON_HEAD]
-    shown = ("improvement", "fixed", "still failing", "unchanged", "not compared", "ignored")
-    counts += [count_phrase(len(rows(s)), s) for s in shown if rows(s) or s == "unchanged"]
-    counts += [count_phrase(len(rows(s)), s) for s in UNCERTAIN]
-    lines = [
-        f"### benchkit check: {base_label} → {head_label}",
-        "",
-        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}; "
-        f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark.",
-    ]
-    if shifts:
-        lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
-        lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
-    if problems:
-        lines += ["", "#### Could not compare", "", *(f"- {md_escape(p)}" for p in problems)]
-        lines += ["", WHY_HINT + "."]
-    sections = [
-        ("Regressions", regressions),
-        ("Measured on base, no number on head", lost),
-        ("Still failing", rows("still failing")),
-        ("Improvements", sorted(rows("improvement", "fixed"), key=lambda c: c.ratio or 0)),
-        ("Can't tell (noise hides the answer)", _beyond_first(rows("can't tell"))),
-        ("Insufficient data (noise unknown)", rows("insufficient data")),
-        ("Not compared", rows("not compared", "ignored")),
-    ]
-    if show_unchanged:
-        sections.append(("Unchanged", rows("unchanged")))
-    for title, section in sections:
-        if section:
-            lines += ["", f"#### {title}", "", *markdown_table(section, show_env=len(envs) > 1)]
-    return Verdict(exit_code, "\n".join(lines) + "\n", tuple(comparisons), tuple(problems), tuple(shifts))
-
-
-def _beyond_first(rows: Sequence[Comparison]) -> list[Comparison]:
-    """Largest observed changes first: those the old fixed threshold would have flagged."""
-    return sorted(rows, key=lambda c: -abs(math.log(c.ratio)) if c.ratio else 0.0)
 
 
 # ------------------------------------------------------------------ the gate
@@ -467,7 +360,7 @@ def run_check(
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
     machine = pick_machine(conf.results_dir, machine)
-    sets = []
+    sets, whole = [], []
     history = load_history(conf, machine, env, damaged)
     for label in (base, head):
         commit = resolve_commit(conf, label, machine)
@@ -477,6 +370,7 @@ def run_check(
             raise UserError(
                 f"no results for {label} (commit {commit[:8]}) on machine {machine}{where}: run it first"
             )
+        whole.append(result_set)
         sets.append(selected(result_set, bench))
     if bench and not any(s.measurements for s in sets):
         shown = " ".join(f"-b {b!r}" for b in bench)
@@ -486,6 +380,11 @@ def run_check(
     units = benchmark_units(conf, damaged)
     noise = history_noise(history, units, config)
     comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)
+    # Whether a side is a disturbed build is the whole build's property: every benchmark counts.
+    metric_of = metric_judge(units, config)
+    disturbed = disturbed_sides(history, whole[0], whole[1], metric_of, config.thresholds["instructions"])
+    comparisons = mark_disturbed(comparisons, disturbed)
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
     shifts = [s.describe() for s in pair.shifts]
-    return render(comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts)
+    reasons = not_judged_reasons(comparisons, disturbed)
+    return render(comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons)

@@ -10,7 +10,7 @@ from benchkit.report.check import Comparison, Verdict
 EXIT_REASONS = {
     0: "every metric compared and nothing fails the gate",
     1: "a regression, or a benchmark newly failing, newly skipped or missing on head",
-    2: "could not compare (see problems)",
+    2: "could not compare (see problems), or verdicts not judged (see not_judged): measure again",
 }
 
 
@@ -47,6 +47,7 @@ def verdict_json(verdict: Verdict, base: str, head: str) -> dict[str, Any]:
         "exit_code": verdict.exit_code,
         "exit_reason": EXIT_REASONS[verdict.exit_code],
         "problems": list(verdict.problems),
+        "not_judged": list(verdict.not_judged),
         "environment_shifts": list(verdict.shifts),
         "counts": counts,
         "comparisons": [_row(c) for c in verdict.comparisons],

@@ -227,6 +227,8 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
                     "eager_s": m.eager_s,
                     "compiled_s": m.compiled_s[0] if m.compiled_s else math.nan,
                     "compile_s": m.compile_s[0] if m.compile_s else math.nan,
+                    # 1.0: the compile found its kernels in inductor's cache (warm), 0.0: cold
+                    "compile_cache_hit": float(m.compile_cached[0]) if m.compile_cached else math.nan,
                     "error": m.error,
                 }
                 for label, m in zip(input_labels(items), measurements, strict=True)
@@ -240,7 +242,7 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     An input that failed in any process is reported failed (with the first
     error): a failure that comes and goes is worth seeing, not averaging away.
-    Compile seconds are the first process's, the one that compiled.
+    Compile seconds and their cache state are the first process's, the one that compiled.
     """
     first = runs[0]
     combined: dict[str, Any] = {
@@ -261,6 +263,7 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "eager_s": statistics.median(r["eager_s"] for r in per_process),
                 "compiled_s": statistics.median(r["compiled_s"] for r in per_process),
                 "compile_s": result["compile_s"],
+                "compile_cache_hit": result.get("compile_cache_hit", math.nan),
                 "error": error,
                 "per_process": [[r["eager_s"], r["compiled_s"]] for r in per_process],
             }

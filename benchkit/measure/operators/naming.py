@@ -16,6 +16,7 @@ METHODS = (
     "track_eager_seconds",
     "track_compiled_seconds",
     "track_compile_seconds",
+    "track_compile_cache_hit",
 )
 
 

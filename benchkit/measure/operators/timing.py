@@ -118,6 +118,8 @@ class InputMeasurement:
     eager_s: float = math.nan
     compiled_s: tuple[float, ...] = ()
     compile_s: tuple[float, ...] = ()
+    # Per backend: the compile found every kernel in inductor's cache (wrote nothing to it).
+    compile_cached: tuple[bool, ...] = ()
     accuracy: str | None = None  # "ok" / "mismatch: ..." when checked
     error: str | None = None
 
@@ -147,6 +149,15 @@ def configure_inductor_cache(*, cold: bool = False) -> Path:
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor", torch_build_id()))
     return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+
+
+def _inductor_cache_files() -> int:
+    """Files in inductor's on-disk cache (lock files aside): a compile that adds none found
+    every kernel there already (a warm cache)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+    root = Path(inductor_cache_dir())
+    return sum(1 for p in root.rglob("*") if "locks" not in p.relative_to(root).parts and p.is_file())
 
 
 def _tensor_leaves(args: Any, kwargs: Any) -> list[Any]:
@@ -229,6 +240,7 @@ class CompiledInput:
     graph: _Graph
     compiled: list[Callable[..., Any]]  # one per backend
     compile_s: tuple[float, ...]
+    compile_cached: tuple[bool, ...] = ()
 
 
 @dataclass
@@ -241,6 +253,7 @@ class _Prepared:
     models: list[Callable[..., Any]]  # eager graph module first, then one per backend
     compile_s: tuple[float, ...]
     accuracy: str | None
+    compile_cached: tuple[bool, ...] = ()
     # CUDA: the inputs, made on the device once per input and process (the models'
     # CUDA graphs are bound to them); None on the CPU, where every round makes new ones.
     device_inputs: list[Any] | None = None
@@ -270,11 +283,14 @@ def _compile(graph: _Graph, options: MeasureOptions) -> CompiledInput:
 
     compiled: list[Callable[..., Any]] = []
     compile_seconds: list[float] = []
+    cached: list[bool] = []
     for backend in options.backends:
+        files = _inductor_cache_files()
         started = time.perf_counter()
         compiled.append(compile_fx(graph.gm, graph.gm_args, config_patches=dict(backend.config_patches)))
         compile_seconds.append(time.perf_counter() - started)
-    return CompiledInput(graph, compiled, tuple(compile_seconds))
+        cached.append(_inductor_cache_files() == files)
+    return CompiledInput(graph, compiled, tuple(compile_seconds), tuple(cached))
 
 
 def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
@@ -287,14 +303,23 @@ def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
             _check_accuracy(graph.operator, graph.item, options, graph.gm, model) for model in entry.compiled
         )
     if options.device != "cuda":
-        return _Prepared(graph.index, graph.operator, graph.item, models, entry.compile_s, accuracy)
+        return _Prepared(
+            graph.index, graph.operator, graph.item, models, entry.compile_s, accuracy, entry.compile_cached
+        )
     if options.cudagraphs:
         from torch._dynamo.backends.cudagraphs import cudagraphs_inner
 
         # Replays read and write the very tensors captured: no copies, as operatorbench.
         models = [cudagraphs_inner(m, graph.gm_args, copy_outputs=False, copy_inputs=False) for m in models]
     return _Prepared(
-        graph.index, graph.operator, graph.item, models, entry.compile_s, accuracy, graph.gm_args
+        graph.index,
+        graph.operator,
+        graph.item,
+        models,
+        entry.compile_s,
+        accuracy,
+        entry.compile_cached,
+        graph.gm_args,
     )
 
 
@@ -423,6 +448,7 @@ def time_compiled(
             eager_s=best[0],
             compiled_s=tuple(best[1:]),
             compile_s=entry.compile_s,
+            compile_cached=entry.compile_cached,
             accuracy=entry.accuracy,
         )
         if progress is not None:

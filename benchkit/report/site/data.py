@@ -43,6 +43,7 @@ OPERATOR_METRICS = {
     "track_eager_seconds": "eager_s",
     "track_compiled_seconds": "compiled_s",
     "track_compile_seconds": "compile_s",
+    "track_compile_cache_hit": "compile_cache_hit",  # the cache state, shown nowhere as a timing
 }
 
 
@@ -346,7 +347,9 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
             compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
             problems = tuple(check.unjudged_metrics(comparisons))
             uncertain = tuple(
-                (s, n) for s in check.UNCERTAIN if (n := sum(1 for c in comparisons if c.status == s))
+                (s, n)
+                for s in (*check.UNCERTAIN, *check.NOT_JUDGED)
+                if (n := sum(1 for c in comparisons if c.status == s))
             )
             shifts = tuple(s.describe() for s in found.shifts)
             base_build, head_build = data.builds[base], data.builds[head]

@@ -247,7 +247,8 @@ def render_regressions(data: SiteData) -> str:
                     if changepoints.judged(s)
                     else "notjudged"
                 ),
-                "label": s.label or "-" if changepoints.judged(s) else (s.label or "not judged"),
+                "label": changepoints.shown_label(s),
+                "meaning": changepoints.LABEL_MEANINGS[changepoints.legend_key(changepoints.shown_label(s))],
                 "change": f"{s.change * 100:+.1f}%",
                 "interval": (
                     f"{s.low * 100:+.1f}% … {s.high * 100:+.1f}%"
@@ -257,13 +258,18 @@ def render_regressions(data: SiteData) -> str:
                         if s.label == changepoints.OUTLIER
                         else "not judged (one build a side)"
                     )
-                ),
+                )
+                if not s.reason
+                else "not judged",
                 "sort": f"{s.change:.6g}",
             }
             for s in reversed(steps)  # newest first
         ]
         shifted = [(data.builds[c], text) for c, text in found.unreliable()]
-        sections.append({"machine": machine, "commits": len(history), "rows": rows, "shifted": shifted})
+        legend = changepoints.legend(steps, disturbed=bool(found.disturbed))
+        sections.append(
+            {"machine": machine, "commits": len(history), "rows": rows, "shifted": shifted, "legend": legend}
+        )
     return _render(
         "regressions.html",
         "Regressions",
@@ -271,6 +277,7 @@ def render_regressions(data: SiteData) -> str:
         sections=sections,
         level=f"{changepoints.INTERVAL_LEVEL:.0%}",
         config_source=data.config.source,
+        meanings=changepoints.LABEL_MEANINGS,
     )
 
 

@@ -1,0 +1,164 @@
+"""How `benchkit check` reports a pair: which metrics could not be compared, the verdict
+line, the exit status and the Markdown sections (see `benchkit.report.check`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from benchkit.report.check_config import METRIC_LABELS, METRICS, CheckConfig
+from benchkit.report.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
+from benchkit.report.not_judged import NOT_JUDGED
+from benchkit.stats import ALPHA
+
+if TYPE_CHECKING:
+    from benchkit.history.results import Measurement
+    from benchkit.report.check import Comparison
+
+# Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
+# "regression" they fail the gate (exit 1).
+LOST_ON_HEAD = ("newly failing", "newly skipped", "missing on head")
+FAILS_GATE = ("regression", *LOST_ON_HEAD)
+# Verdicts where both sides had a number and were compared.
+NUMERIC_STATUSES = ("regression", "improvement", "unchanged", "can't tell", "insufficient data")
+# Compared, but noise hides the answer: shown and counted, never as "unchanged", never failing.
+UNCERTAIN = ("can't tell", "insufficient data")
+
+
+def _side_summary(measurements: Iterable[Measurement | None]) -> str:
+    counts = {"failed": 0, "skipped": 0, "without a result": 0}
+    for m in measurements:
+        if m is None:
+            counts["without a result"] += 1
+        elif not m.has_number:
+            counts["failed" if m.failed else "skipped"] += 1
+    return ", ".join(f"{n} {state}" for state, n in counts.items() if n) or "none"
+
+
+def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
+    """Why the comparison is incomplete: a metric with numbers on one side only, or on neither.
+
+    Each benchmark's verdict cannot see this: when HEAD ran without valgrind, or a
+    failed ``setup_cache`` made asv record every benchmark of its file as failed,
+    the metric as a whole is unmeasured, and "no regression" would be a guess.
+    Ignored benchmarks do not count.
+    """
+    problems = []
+    for metric in METRICS:
+        rows = [c for c in comparisons if c.metric == metric and c.status != "ignored"]
+        on_base = sum(1 for c in rows if c.before is not None and c.before.has_number)
+        on_head = sum(1 for c in rows if c.after is not None and c.after.has_number)
+        if not rows or (on_base and on_head):
+            continue
+        label = METRIC_LABELS[metric]
+        base_side, head_side = _side_summary(c.before for c in rows), _side_summary(c.after for c in rows)
+        if on_base or on_head:
+            has, lacks, why = ("base", "head", head_side) if on_base else ("head", "base", base_side)
+            problems.append(
+                f"{label}: {on_base or on_head} benchmark(s) have numbers on {has}, none on {lacks} ({why})"
+            )
+        else:
+            problems.append(
+                f"{label}: no numbers on either side for {len(rows)} benchmark(s) "
+                f"(base: {base_side}; head: {head_side})"
+            )
+    if not problems and not any(c.status in NUMERIC_STATUSES for c in comparisons):
+        problems.append("no benchmark has numbers on both sides to compare")
+    return problems
+
+
+# ------------------------------------------------------------------- report
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    exit_code: int  # 0 clean, 1 regression or a number lost on head, 2 incomplete or not judged
+    markdown: str
+    comparisons: tuple[Comparison, ...]
+    problems: tuple[str, ...] = ()  # why the comparison is incomplete (`unjudged_metrics`)
+    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.noise.EnvShift`)
+    not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.not_judged`)
+
+
+def render(
+    comparisons: Sequence[Comparison],
+    base_label: str,
+    head_label: str,
+    machine: str,
+    config: CheckConfig,
+    show_unchanged: bool = False,
+    shifts: Sequence[str] = (),
+    not_judged: Sequence[str] = (),
+) -> Verdict:
+    by_status: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        by_status.setdefault(c.status, []).append(c)
+
+    def rows(*statuses: str) -> list[Comparison]:
+        return [c for s in statuses for c in by_status.get(s, [])]
+
+    problems = unjudged_metrics(comparisons)
+    regressions = sorted(rows("regression"), key=lambda c: -(c.ratio or 0))
+    lost = rows(*LOST_ON_HEAD)
+    # Fail closed: a verdict not given (a disturbed build, compile times of different cache
+    # states) is no "no regression"; CI must not go green on it.
+    exit_code = 2 if problems or not_judged else 1 if (regressions or lost) else 0
+    verdict = ("✅ no regression", "❌ fails", "⚠️ could not compare everything")[exit_code]
+    if exit_code == 2 and not problems:
+        verdict = "⚠️ not judged: measure again"
+    if exit_code == 0 and rows(*UNCERTAIN):
+        verdict = "✅ no regression found"  # not "no change": some could not be judged
+    envs = sorted({c.env for c in comparisons})
+    where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
+    # The gate's own classes always show, even at 0; the others when present.
+    counts = [f"**{count_phrase(len(regressions), 'regression')}**"]
+    counts += [count_phrase(len(rows(s)), s) for s in LOST_ON_HEAD]
+    shown = ("improvement", "fixed", "still failing", "unchanged", "not compared", "ignored")
+    counts += [count_phrase(len(rows(s)), s) for s in shown if rows(s) or s == "unchanged"]
+    counts += [count_phrase(len(rows(s)), s) for s in UNCERTAIN]
+    counts += [f"{len(rows(s))} not judged ({s})" for s in NOT_JUDGED if rows(s)]
+    lines = [
+        f"### benchkit check: {base_label} → {head_label}",
+        "",
+        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}; "
+        f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark.",
+    ]
+    if shifts:
+        lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
+        lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
+    if not_judged:
+        lines += ["", "#### Not judged (measure again)", "", *(f"- {md_escape(n)}" for n in not_judged)]
+    if problems:
+        lines += ["", "#### Could not compare", "", *(f"- {md_escape(p)}" for p in problems)]
+        lines += ["", WHY_HINT + "."]
+    sections = [
+        ("Regressions", regressions),
+        ("Measured on base, no number on head", lost),
+        ("Still failing", rows("still failing")),
+        ("Improvements", sorted(rows("improvement", "fixed"), key=lambda c: c.ratio or 0)),
+        ("Not judged: disturbed build", rows(NOT_JUDGED[0])),
+        ("Not judged: inductor cache state differed", rows(NOT_JUDGED[1])),
+        ("Can't tell (noise hides the answer)", _beyond_first(rows("can't tell"))),
+        ("Insufficient data (noise unknown)", rows("insufficient data")),
+        ("Not compared", rows("not compared", "ignored")),
+    ]
+    if show_unchanged:
+        sections.append(("Unchanged", rows("unchanged")))
+    for title, section in sections:
+        if section:
+            lines += ["", f"#### {title}", "", *markdown_table(section, show_env=len(envs) > 1)]
+    return Verdict(
+        exit_code,
+        "\n".join(lines) + "\n",
+        tuple(comparisons),
+        tuple(problems),
+        tuple(shifts),
+        tuple(not_judged),
+    )
+
+
+def _beyond_first(rows: Sequence[Comparison]) -> list[Comparison]:
+    """Largest observed changes first: those the old fixed threshold would have flagged."""
+    return sorted(rows, key=lambda c: -abs(math.log(c.ratio)) if c.ratio else 0.0)
