@@ -281,6 +281,7 @@ def test_compiling_ahead_is_on_only_where_no_figure_feels_it() -> None:
     assert not op_timing.MeasureOptions(device="cuda", profile=True).overlaps_compile
     assert not op_timing.MeasureOptions(device="cuda", accuracy_checking=True).overlaps_compile
     assert not op_timing.MeasureOptions(device="cuda", compile_ahead=False).overlaps_compile
+    assert not op_timing.MeasureOptions(device="cuda", record_cache_state=True).overlaps_compile
 
 
 def test_failing_input_is_recorded_and_the_run_goes_on(inductor_cache: Path) -> None:

@@ -205,7 +205,10 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
             workload, operators=tuple(o for o in workload.operators if o in operators)
         )
     options = MeasureOptions(
-        device=device, repeats=rounds, dtype="recorded" if device == "cuda" else "float32"
+        device=device,
+        repeats=rounds,
+        dtype="recorded" if device == "cuda" else "float32",
+        record_cache_state=True,
     )
     suite = measure_suite(workload, options, progress=progress_bar(0, "input"))
     data: dict[str, Any] = {
