@@ -22,8 +22,8 @@ rounds across commits (round 12 of every torch build, then round 11 of every bui
 Each round is a fresh process, so a build's wall time is 12 independent draws of what
 varies between processes (memory layout, the machine's load at that minute), and a slow
 drift of the machine reaches every build alike instead of landing between two of them.
-The gate compares two builds round by round (`benchkit.stats.trimmed_test`); with 12 a
-side it found a 5 % slowdown in every trial on this 2-core machine (docs/verdicts.md).
+The gate compares two builds round by round (`benchkit.stats.trimmed_test`); what it
+finds with 12 a side is measured in docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
 last reuses what the one before measured.

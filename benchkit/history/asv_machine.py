@@ -10,7 +10,7 @@ for this host under the name asv will look up (``--machine`` or the host name), 
 machine --yes`` does, and says so in one line; at a terminal asv's questions are left alone.
 
 It imports only asv and the standard library, and does nothing else: it runs before every
-asv command of the project (about 10 ms for an asking command without a terminal).
+asv command of the project, so it parses nothing for commands that never ask.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def machine_to_record(argv: Sequence[str]) -> str | None:
     from asv.machine import Machine, MachineCollection
 
     if not set(argv) & set(ASKING_COMMANDS):
-        return None  # `asv publish`, `asv compare`, ...: skip building asv's parser (~10 ms)
+        return None  # `asv publish`, `asv compare`, ...: no questions, no parser to build
     parser, _ = make_argparser()
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # not asv's command line: not ours to judge

@@ -3,7 +3,7 @@
 asv installs a commit's torch into the environment before every round that measures it:
 with ``--interleave-rounds`` a build is installed again in each round, after the other
 builds of the run. ``pip install`` of a torch wheel unzips ~20,000 files and byte-compiles
-them (10-15 s on two cores for each install). Here the wheel is unpacked and byte-compiled
+them, seconds of work for each install. Here the wheel is unpacked and byte-compiled
 once (``pip install --no-deps --target``) into benchkit's cache, keyed by the wheel's
 RECORD (a hash of every file) and the Python version, and each install hard-links that
 tree into site-packages (copies across file systems) in about a second. pip installs the

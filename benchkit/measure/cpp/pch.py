@@ -155,9 +155,9 @@ class PchFailed(Exception):
 def worth_precompiling(missing: int, jobs: int) -> bool:
     """Whether building a precompiled header first makes `missing` shard compiles finish sooner.
 
-    Measured here (torch 2.13, gcc 12): a shard takes ~46 s without the header and
-    ~22 s with it, and building the header takes ~62 s on one core. On `jobs` cores
-    that pays off only when each core has more than two shards to compile; an
-    existing header is used whatever the count.
+    A shard compiles in about half the time with the header, and building the header
+    costs about as much as one shard and a half without it. On `jobs` cores that pays
+    off only when each core has more than two shards to compile; an existing header is
+    used whatever the count.
     """
     return missing > 2 * jobs

@@ -113,10 +113,10 @@ def measure_default_set_for_asv(
     another, and each input's eager and compiled times are the medians of the
     processes' fastest rounds. Why: the speedup of a microsecond-scale op
     depends on things fixed for a process's lifetime (where code and buffers
-    landed); within one process two passes agreed to ~1%, while separate
-    processes differed by 2-4% on some inputs, so one process per commit made
-    history jump for no reason. The first process compiles (or loads from the
-    cache), so its compile times are the ones recorded.
+    landed): two passes in one process agree more closely than two processes
+    do, so one process per commit would make history jump for no reason. The
+    first process compiles (or loads from the cache), so its compile times are
+    the ones recorded.
 
     ``BENCHKIT_INDUCTOR_COLD=1`` compiles into a fresh empty inductor cache
     (honest compile times); otherwise the per-torch-build cache is used, so

@@ -29,9 +29,9 @@ from benchkit.measure.operators.inputs import OperatorInput, UnsupportedInputErr
 from benchkit.measure.operators.materialize import input_seed, materialize
 from benchkit.util import cache_dir, torch_build_id
 
-# Timing rounds per input; the fastest round per model is kept. 30 rounds of
-# 20 ms keep the default set's median speedups within a few percent from run
-# to run on a busy 2-core machine (scripts/bench_operators.py measures this).
+# Timing rounds per input; the fastest round per model is kept (the median on CUDA).
+# scripts/bench_operators.py measures how far the default set's median speedups
+# move from run to run with this many rounds of `MeasureOptions.sample_window_s`.
 DEFAULT_ROUNDS = 30
 
 
@@ -344,9 +344,9 @@ def _time_round(prepared: _Prepared, options: MeasureOptions) -> list[float]:
     in memory shifts a small op's time by several percent (alignment, page
     faults on fresh pages); new inputs each round let the fastest-round
     statistic see many placements instead of one per process. CUDA: on the
-    inputs made once (`_prepare`); making gigabytes anew every round cost ten
-    times the timing itself, and the GPU benchmarker flushes the L2 cache
-    before each call anyway.
+    inputs made once (`_prepare`); making gigabytes anew every round would cost
+    far more than the timing itself, and the GPU benchmarker flushes the L2
+    cache before each call anyway.
     """
     if prepared.device_inputs is not None:
         # As operatorbench: each round times every model back to back.

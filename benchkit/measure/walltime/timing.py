@@ -32,22 +32,20 @@ from benchkit.measure.stmt_loop import compile_statement_loop
 TARGET_BLOCK_SECONDS = 0.01
 
 # Processes per build and samples per process of every ``time_wall`` (asv's ``rounds`` and
-# ``repeat``). Wall time moves more between processes than within one: measured here, the
-# samples of one process agree within ~1 % while processes of the same build spread by
-# 1.5-4 % and one in a hundred or so is disturbed (+48 % seen). The gate therefore compares
-# builds process by process (`benchkit.stats.trimmed_test`), and what it can see depends on
-# how many processes a build has: with 12 a side a 5-6 % slowdown of `nn.Linear` was found in
-# 18 of 18 trials, with no false flag in 351 A/A comparisons (docs/verdicts.md). Three samples
+# ``repeat``). Wall time moves more between processes than within one, and now and then a
+# process is disturbed, so the gate compares builds process by process
+# (`benchkit.stats.trimmed_test`) and what it can see depends on how many processes a build
+# has; docs/verdicts.md gives the power and false-alarm figures for this number. Three samples
 # give each process a median; more samples per process would not shrink the between-process part.
 # ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
 WALL_TIME_ROUNDS = 12
 SAMPLES_PER_ROUND = 3
 
-# asv's own warm-up before the first sample (its default is 0.1 s of calls). A process here
-# is already warm when asv starts: `PreparedCase.calibrate` has just run the statement up to
-# a full block, and asv's choice of ``number`` runs one more block. asv's 0.1 s on top was 40 %
-# of a round's benchmark time, in every one of the 12 rounds; the verdict figures in
-# docs/verdicts.md were measured without it.
+# asv's own warm-up before the first sample (by default a tenth of a second of calls). A
+# process here is already warm when asv starts: `PreparedCase.calibrate` has just run the
+# statement up to a full block, and asv's choice of ``number`` runs one more block, so asv's
+# warm-up would only lengthen every round; the verdict figures in docs/verdicts.md are
+# taken without it.
 WARMUP_SECONDS = 0.0
 
 
