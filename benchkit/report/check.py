@@ -7,11 +7,14 @@ each metric by its own noise:
 
 * **instructions** (Callgrind counts) are nearly deterministic: a tight
   relative threshold (default 0.5%) catches small real changes.
-* **wall time** (unit seconds) is noisy: a change counts only when asv's
-  statistical test says the two sample sets differ *and* it exceeds the
-  benchmark's minimum detectable change (MDC) estimated from its own noise
-  (`benchkit.report.noise`); a configured factor (``--factor 1.10``) must be
-  exceeded as well.
+* **wall time** (unit seconds) is noisy: its threshold is by default the
+  benchmark's own minimum detectable change (MDC). With at least
+  `benchkit.stats.MIN_ROUNDS` asv rounds a side (the suite runs 12), each round is
+  one process and Yuen's trimmed test between the two builds' rounds gives the
+  change and its MDC; with fewer rounds the MDC comes from the noisiest of the
+  history, samples and rounds (`benchkit.report.noise`) and asv's statistical
+  test must agree too. A configured factor (``--factor 1.10``) replaces the
+  MDC as the threshold, which the MDC must then be below.
 * **ratio** (any other tracked number, e.g. an operator's compiled/eager time
   ratio, lower is better): a relative threshold (default 10%), since each is a
   quotient of two timings without samples.
@@ -19,12 +22,15 @@ each metric by its own noise:
 Every metric is also held to its MDC (docs/verdicts.md): a change beyond the
 threshold but within noise is **can't tell**; a change within the threshold is
 **unchanged** only when the MDC is below the threshold, else **can't tell**; a
-benchmark whose noise cannot be estimated is **insufficient data**. Neither fails
-the gate; both are counted. Wall-time changes an environment shift explains are
-can't tell with that reason, unless the case's instruction count moved too.
+benchmark whose noise cannot be estimated is **insufficient data** when it moved within
+the threshold (beyond it the gate fails closed). Neither fails the gate; both are counted.
+Wall-time changes an environment shift explains are can't tell with that reason, unless
+the case's instruction count moved too.
 Two verdicts are not given at all (`benchkit.report.not_judged`): the wall times of a base
 or head that the history shows disturbed (**disturbed build**: measure again), and compile
 times of builds whose inductor cache states differed (**cache state differed**).
+docs/verdicts.md tabulates every verdict (metric, availability, noise, change -> status),
+and `benchkit.report.check_decide` takes those steps.
 
 A reviewed config file (``benchkit-check.toml`` or ``.json``) changes the
 defaults and overrides them per benchmark by regular expression, each override
@@ -42,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -69,6 +74,15 @@ from benchkit.report.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS
     load_check_config,
     parse_check_config,
 )
+from benchkit.report.check_decide import (  # noqa: F401 (the constants re-exported)
+    NOISE_CEILING,
+    NOISE_FALLBACK_THRESHOLD,
+    availability,
+    decide,
+    join,
+    noise_of,
+    threshold_of,
+)
 from benchkit.report.check_format import (  # noqa: F401 (re-exported for the site)
     WHY_HINT,
     count_phrase,
@@ -79,32 +93,18 @@ from benchkit.report.check_format import (  # noqa: F401 (re-exported for the si
     markdown_table,
     md_escape,
 )
-from benchkit.report.check_render import (  # noqa: F401 (re-exported)
+from benchkit.report.check_render import Verdict, render, unjudged_metrics  # noqa: F401 (re-exported)
+from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported)
     FAILS_GATE,
     LOST_ON_HEAD,
+    NOT_JUDGED,
     NUMERIC_STATUSES,
     UNCERTAIN,
-    Verdict,
-    render,
-    unjudged_metrics,
+    Status,
 )
-from benchkit.report.noise import HistoryNoise, Noise, PairNoise, estimate, history_sigmas, pair_noise
-from benchkit.report.not_judged import (  # noqa: F401 (NOT_JUDGED re-exported)
-    NOT_JUDGED,
-    disturbed_sides,
-    mark_cache_states,
-    mark_disturbed,
-    not_judged_reasons,
-)
-from benchkit.stats import ALPHA, significantly_different  # noqa: F401 (ALPHA re-exported)
-
-# A threshold of 0 in the config means "from the noise": the benchmark's minimum
-# detectable change (MDC) at the stated false-positive rate is its threshold. Without a
-# noise estimate the gate falls back to a fixed threshold (fail closed); a benchmark whose
-# MDC exceeds the ceiling is can't tell rather than unchanged (too noisy to vouch for).
-NOISE_FALLBACK_THRESHOLD = 0.10
-NOISE_CEILING = 0.10
-
+from benchkit.report.noise import HistoryNoise, Noise, PairNoise, history_sigmas, pair_noise
+from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
+from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------------------ comparing
 
@@ -115,15 +115,15 @@ class Comparison:
     env: str
     metric: str
     unit: str | None
-    # regression | improvement | unchanged | can't tell | insufficient data | newly failing
-    # | newly skipped | missing on head | still failing | fixed | not compared | ignored
-    # | disturbed build | cache state differed (`NOT_JUDGED`)
-    status: str
+    status: Status  # a plain string is read as the Status of that value
     before: Measurement | None
     after: Measurement | None
     threshold: float
     note: str = ""
     noise: Noise | None = None  # set when both sides had numbers
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
 
     @property
     def mdc(self) -> float | None:
@@ -147,125 +147,19 @@ def compare_one(
     config: CheckConfig,
     pair: PairNoise | None = None,
 ) -> Comparison:
-    """One benchmark's verdict; `pair` brings history noise and environment shifts."""
-    metric, threshold, override = config.rule_for(name, default_metric(name, unit))
-    make = functools.partial(
-        Comparison, name, env, metric, unit, before=before, after=after, threshold=threshold
-    )
-    if override is not None and override.ignore:
-        return make(status="ignored", note=override.reason)
-    note = override.reason if override is not None else ""
-    if before is not None and before.has_number and after is None:
-        return make(status="missing on head", note=_join("no result on head", note))
-    if before is None or after is None:
-        side = "base" if after is None else "head"
-        return make(status="not compared", note=f"only measured on {side}")
-    code_changed = bool(before.version and after.version and before.version != after.version)
-    changed_note = "benchmark code changed between the two runs"
-    # A number lost on head counts even when the benchmark's code changed: that change may be the cause.
-    if after.failed:
-        if before.failed:
-            return make(status="still failing", note=note)
-        return make(status="newly failing", note=_join(changed_note if code_changed else "", note))
-    if after.skipped and before.has_number:
-        return make(status="newly skipped", note=_join(changed_note if code_changed else "", note))
-    if code_changed:
-        return make(status="not compared", note=changed_note)
-    if before.failed:
-        if after.has_number:
-            return make(status="fixed", note=note)
-        return make(status="not compared", note="failed on base, skipped on head")
-    if before.skipped or after.skipped:
-        side = "both sides" if before.skipped and after.skipped else "base"
-        return make(status="not compared", note=f"skipped on {side}")
-    assert before.value is not None and after.value is not None
-    noise = None
-    if before.value > 0 and after.value > 0:
-        noise = estimate(metric, before, after, pair.history.get((name, env)) if pair else None)
-    # Threshold 0: the benchmark's own minimum detectable change decides (its noise).
-    from_noise = threshold == 0
-    if from_noise:
-        known = noise is not None and noise.mdc is not None
-        threshold = noise.mdc if known else NOISE_FALLBACK_THRESHOLD  # type: ignore[union-attr]
-        make = functools.partial(make, threshold=threshold)
-    if noise is None:  # no log-ratio: the threshold alone, as before
-        worse = after.value > before.value * (1 + threshold)
-        better = after.value * (1 + threshold) < before.value
-        status = "regression" if worse else "improvement" if better else "unchanged"
-        return make(status=status, note=note)
-    make = functools.partial(make, noise=noise)
-    # The change judged: a rounds test's own estimate, else the ratio of asv's two values.
-    log_ratio = noise.change if noise.change is not None else math.log(after.value / before.value)
-    worse, better = log_ratio > math.log1p(threshold), log_ratio < -math.log1p(threshold)
-    # asv's test treats every sample as independent; the rounds test already compared processes.
-    significant = noise.by_rounds or metric != "wall_time" or significantly_different(before, after)
-    if noise.sigma is None:
-        if not (worse or better):
-            return make(status="insufficient data", note=_join(f"noise unknown: {noise.basis}", note))
-        if not significant:
-            return make(status="can't tell", note=_join("within noise (asv statistics)", note))
-        # Fail closed: beyond the threshold and asv's test, as the gate always judged.
-        status = "regression" if worse else "improvement"
-        note = _join(f"noise unknown: {noise.basis}", note)
-        if metric == "wall_time" and pair is not None:
-            return _environment_verdict(make, status, log_ratio, threshold, noise, pair, (name, env), note)
-        return make(status=status, note=note)
-    mdc_text = f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
-    if not (worse or better):
-        shifted = _shift_of(pair, (name, env), noise.by_rounds) if metric == "wall_time" else ""
-        if shifted:  # "no change" measured on a moving machine says nothing about torch
-            return make(status="can't tell", note=_join(f"wall time follows the {shifted}", note))
-        if noise.mdc is not None and noise.mdc > (NOISE_CEILING if from_noise else threshold):
-            return make(status="can't tell", note=_join(f"noise hides the threshold: {mdc_text}", note))
-        real = "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
-        return make(status="unchanged", note=_join(real, note))
-    if not noise.detects(log_ratio):
-        return make(status="can't tell", note=_join(f"change within noise: {mdc_text}", note))
-    if not significant:
-        return make(status="can't tell", note=_join("within noise (asv statistics)", note))
-    status = "regression" if worse else "improvement"
-    if metric == "wall_time" and pair is not None:
-        return _environment_verdict(make, status, log_ratio, threshold, noise, pair, (name, env), note)
-    return make(status=status, note=note)
-
-
-def _environment_verdict(
-    make: functools.partial[Comparison],
-    status: str,
-    log_ratio: float,
-    threshold: float,
-    noise: Noise,
-    pair: PairNoise,
-    key: tuple[str, str],
-    note: str,
-) -> Comparison:
-    """A wall-time change the environment may explain: not torch's, unless its counts moved too."""
-    if pair.counts_moved.get(key):
-        return make(status=status, note=_join("instruction count moved too", note))
-    if pair.between is not None:
-        # No "beyond the shift": a busy machine slows benchmarks by different factors
-        # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
-        return make(status="can't tell", note=_join(f"explained by the {pair.between.short()}", note))
-    drifts = pair.drifts(noise.by_rounds)
-    if drifts:
-        shifts = "; ".join(s.short() for s in drifts)
-        return make(status="can't tell", note=_join(f"wall time unreliable: {shifts}", note))
-    return make(status=status, note=note)
-
-
-def _shift_of(pair: PairNoise | None, key: tuple[str, str], by_rounds: bool = False) -> str:
-    """The environment shift that makes this pair's wall time of `key` the machine's, if any.
-
-    For a comparison `by_rounds` only a drift the two runs did not share counts: a shared one
-    (asv interleaved both builds' rounds) is in the test's spread."""
-    if pair is None or pair.counts_moved.get(key):
-        return ""
-    shifts = ([pair.between] if pair.between is not None else []) + list(pair.drifts(by_rounds))
-    return "; ".join(s.short() for s in shifts)
-
-
-def _join(*notes: str) -> str:
-    return "; ".join(n for n in notes if n)
+    """One benchmark's verdict: availability, then noise, then the decision
+    (`benchkit.report.check_decide`); `pair` brings history noise and environment shifts."""
+    metric, configured, override = config.rule_for(name, default_metric(name, unit))
+    make = functools.partial(Comparison, name, env, metric, unit, before=before, after=after)
+    unavailable = availability(before, after, override)
+    if unavailable is not None:
+        return make(status=unavailable[0], note=unavailable[1], threshold=configured)
+    assert before is not None and after is not None
+    noise = noise_of(metric, (name, env), before, after, pair)
+    threshold, ceiling = threshold_of(configured, noise)
+    status, why = decide(metric, (name, env), before, after, threshold, ceiling, noise, pair)
+    reason = override.reason if override is not None else ""
+    return make(status=status, note=join(why, reason), threshold=threshold, noise=noise)
 
 
 def metric_judge(units: Mapping[str, str | None], config: CheckConfig) -> Callable[[str], str]:

@@ -79,7 +79,7 @@ def markdown_table(rows: Sequence[Comparison], show_env: bool = False) -> list[s
     ]
     for c in rows:
         ratio = c.ratio
-        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status
+        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status.value
         cells = [
             f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
             METRIC_LABELS[c.metric],

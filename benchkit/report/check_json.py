@@ -27,7 +27,7 @@ def _row(c: Comparison) -> dict[str, Any]:
         "env": c.env,
         "metric": c.metric,
         "unit": c.unit,
-        "verdict": c.status,
+        "verdict": c.status.value,
         "base": _side(c.before),
         "head": _side(c.after),
         "ratio": c.ratio,
@@ -40,7 +40,7 @@ def _row(c: Comparison) -> dict[str, Any]:
 def verdict_json(verdict: Verdict, base: str, head: str) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for c in verdict.comparisons:
-        counts[c.status] = counts.get(c.status, 0) + 1
+        counts[c.status.value] = counts.get(c.status.value, 0) + 1
     return {
         "base": base,
         "head": head,

@@ -10,21 +10,19 @@ from typing import TYPE_CHECKING
 
 from benchkit.report.check_config import METRIC_LABELS, METRICS, CheckConfig
 from benchkit.report.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
-from benchkit.report.not_judged import NOT_JUDGED
+from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported)
+    FAILS_GATE,
+    LOST_ON_HEAD,
+    NOT_JUDGED,
+    NUMERIC_STATUSES,
+    UNCERTAIN,
+    Status,
+)
 from benchkit.stats import ALPHA
 
 if TYPE_CHECKING:
     from benchkit.history.results import Measurement
     from benchkit.report.check import Comparison
-
-# Verdicts of a benchmark that had a number on BASE and has none on HEAD; with
-# "regression" they fail the gate (exit 1).
-LOST_ON_HEAD = ("newly failing", "newly skipped", "missing on head")
-FAILS_GATE = ("regression", *LOST_ON_HEAD)
-# Verdicts where both sides had a number and were compared.
-NUMERIC_STATUSES = ("regression", "improvement", "unchanged", "can't tell", "insufficient data")
-# Compared, but noise hides the answer: shown and counted, never as "unchanged", never failing.
-UNCERTAIN = ("can't tell", "insufficient data")
 
 
 def _side_summary(measurements: Iterable[Measurement | None]) -> str:
@@ -47,7 +45,7 @@ def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
     """
     problems = []
     for metric in METRICS:
-        rows = [c for c in comparisons if c.metric == metric and c.status != "ignored"]
+        rows = [c for c in comparisons if c.metric == metric and c.status != Status.IGNORED]
         on_base = sum(1 for c in rows if c.before is not None and c.before.has_number)
         on_head = sum(1 for c in rows if c.after is not None and c.after.has_number)
         if not rows or (on_base and on_head):
@@ -92,15 +90,15 @@ def render(
     shifts: Sequence[str] = (),
     not_judged: Sequence[str] = (),
 ) -> Verdict:
-    by_status: dict[str, list[Comparison]] = {}
+    by_status: dict[Status, list[Comparison]] = {}
     for c in comparisons:
         by_status.setdefault(c.status, []).append(c)
 
-    def rows(*statuses: str) -> list[Comparison]:
+    def rows(*statuses: Status) -> list[Comparison]:
         return [c for s in statuses for c in by_status.get(s, [])]
 
     problems = unjudged_metrics(comparisons)
-    regressions = sorted(rows("regression"), key=lambda c: -(c.ratio or 0))
+    regressions = sorted(rows(Status.REGRESSION), key=lambda c: -(c.ratio or 0))
     lost = rows(*LOST_ON_HEAD)
     # Fail closed: a verdict not given (a disturbed build, compile times of different cache
     # states) is no "no regression"; CI must not go green on it.
@@ -113,12 +111,13 @@ def render(
     envs = sorted({c.env for c in comparisons})
     where = f"machine `{machine}`" + (f", environment `{envs[0]}`" if len(envs) == 1 else "")
     # The gate's own classes always show, even at 0; the others when present.
-    counts = [f"**{count_phrase(len(regressions), 'regression')}**"]
-    counts += [count_phrase(len(rows(s)), s) for s in LOST_ON_HEAD]
-    shown = ("improvement", "fixed", "still failing", "unchanged", "not compared", "ignored")
-    counts += [count_phrase(len(rows(s)), s) for s in shown if rows(s) or s == "unchanged"]
-    counts += [count_phrase(len(rows(s)), s) for s in UNCERTAIN]
-    counts += [f"{len(rows(s))} not judged ({s})" for s in NOT_JUDGED if rows(s)]
+    counts = [f"**{count_phrase(len(regressions), Status.REGRESSION.value)}**"]
+    counts += [count_phrase(len(rows(s)), s.value) for s in LOST_ON_HEAD]
+    shown = (Status.IMPROVEMENT, Status.FIXED, Status.STILL_FAILING, Status.UNCHANGED)
+    shown += (Status.NOT_COMPARED, Status.IGNORED)
+    counts += [count_phrase(len(rows(s)), s.value) for s in shown if rows(s) or s == Status.UNCHANGED]
+    counts += [count_phrase(len(rows(s)), s.value) for s in UNCERTAIN]
+    counts += [f"{len(rows(s))} not judged ({s.value})" for s in NOT_JUDGED if rows(s)]
     lines = [
         f"### benchkit check: {base_label} → {head_label}",
         "",
@@ -136,16 +135,16 @@ def render(
     sections = [
         ("Regressions", regressions),
         ("Measured on base, no number on head", lost),
-        ("Still failing", rows("still failing")),
-        ("Improvements", sorted(rows("improvement", "fixed"), key=lambda c: c.ratio or 0)),
-        ("Not judged: disturbed build", rows(NOT_JUDGED[0])),
-        ("Not judged: inductor cache state differed", rows(NOT_JUDGED[1])),
-        ("Can't tell (noise hides the answer)", _beyond_first(rows("can't tell"))),
-        ("Insufficient data (noise unknown)", rows("insufficient data")),
-        ("Not compared", rows("not compared", "ignored")),
+        ("Still failing", rows(Status.STILL_FAILING)),
+        ("Improvements", sorted(rows(Status.IMPROVEMENT, Status.FIXED), key=lambda c: c.ratio or 0)),
+        ("Not judged: disturbed build", rows(Status.DISTURBED)),
+        ("Not judged: inductor cache state differed", rows(Status.CACHE_DIFFERED)),
+        ("Can't tell (noise hides the answer)", _beyond_first(rows(Status.CANT_TELL))),
+        ("Insufficient data (noise unknown)", rows(Status.INSUFFICIENT_DATA)),
+        ("Not compared", rows(Status.NOT_COMPARED, Status.IGNORED)),
     ]
     if show_unchanged:
-        sections.append(("Unchanged", rows("unchanged")))
+        sections.append(("Unchanged", rows(Status.UNCHANGED)))
     for title, section in sections:
         if section:
             lines += ["", f"#### {title}", "", *markdown_table(section, show_env=len(envs) > 1)]

@@ -20,14 +20,15 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from benchkit.measure.operators import naming as operator_naming
+from benchkit.report.check_status import NUMERIC_STATUSES, Status
 
 if TYPE_CHECKING:
     from benchkit.history.results import Measurement, ResultSet
     from benchkit.report.check import Comparison
     from benchkit.report.excursions import DisturbedBuild
 
-DISTURBED = "disturbed build"
-CACHE_DIFFERED = "cache state differed"
+DISTURBED = Status.DISTURBED
+CACHE_DIFFERED = Status.CACHE_DIFFERED
 NOT_JUDGED = (DISTURBED, CACHE_DIFFERED)
 # What each status tells a reader (legends of the reports).
 MEANINGS = {
@@ -39,7 +40,7 @@ MEANINGS = {
 COMPILE_METHOD = "track_compile_seconds"
 CACHE_METHOD = "track_compile_cache_hit"
 # Statuses a disturbed side overrides: both sides had numbers (a lost number still fails).
-_COMPARED = ("regression", "improvement", "unchanged", "can't tell", "insufficient data")
+_COMPARED = NUMERIC_STATUSES
 
 
 # ------------------------------------------------------------------ cache state
@@ -104,7 +105,7 @@ def mark_cache_states(
             states = [cache_state(m) for m in (c.before, c.after)]
             shown = " → ".join(s or "not recorded" for s in states)
             note = f"the inductor cache state of the compile ({shown}), not performance"
-            out.append(dataclasses.replace(c, status="not compared", note=note))
+            out.append(dataclasses.replace(c, status=Status.NOT_COMPARED, note=note))
         elif differed := cache_states_differ(base, head, c.name, c.env):
             out.append(dataclasses.replace(c, status=CACHE_DIFFERED, note=f"not judged: {differed}"))
         else:

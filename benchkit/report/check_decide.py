@@ -1,0 +1,173 @@
+"""One benchmark's verdict in three steps (`benchkit.report.check.compare_one`):
+
+1. **availability**: are both numbers there? A failed, skipped or missing side, or changed
+   benchmark code, decides the verdict without any number (`availability`).
+2. **noise**: what the metric's noise allows -- the noise estimate (`noise_of`) and the
+   threshold it sets when the configured threshold is 0 (`threshold_of`).
+3. **decision**: the change against the threshold and the noise (`decide`), and for a wall
+   time against the environment's shifts (`environment_verdict`).
+
+Each step returns a `Status` and the note that says why; docs/verdicts.md tabulates every
+path as (metric, availability, noise, change) -> status, and tests/test_check.py runs that
+table row by row.
+"""
+
+from __future__ import annotations
+
+import math
+
+from benchkit.history.results import Measurement
+from benchkit.report.check_config import Override
+from benchkit.report.check_format import format_percent
+from benchkit.report.check_status import Status
+from benchkit.report.noise import Noise, PairNoise, estimate
+from benchkit.stats import significantly_different
+
+# A threshold of 0 in the config means "from the noise": the benchmark's minimum
+# detectable change (MDC) at the stated false-positive rate is its threshold. Without a
+# noise estimate the gate falls back to a fixed threshold (fail closed); a benchmark whose
+# MDC exceeds the ceiling is can't tell rather than unchanged (too noisy to vouch for).
+NOISE_FALLBACK_THRESHOLD = 0.10
+NOISE_CEILING = 0.10
+CODE_CHANGED = "benchmark code changed between the two runs"
+Key = tuple[str, str]
+Judged = tuple[Status, str]  # a verdict and its note
+
+
+def join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+# ------------------------------------------------------------------ 1. availability
+
+
+def availability(
+    before: Measurement | None, after: Measurement | None, override: Override | None
+) -> Judged | None:
+    """The verdict when the two numbers are not both there to compare; None when they are."""
+    reason = override.reason if override is not None else ""
+    if override is not None and override.ignore:
+        return Status.IGNORED, reason
+    if before is not None and before.has_number and after is None:
+        return Status.MISSING_ON_HEAD, join("no result on head", reason)
+    if before is None or after is None:
+        return Status.NOT_COMPARED, f"only measured on {'base' if after is None else 'head'}"
+    code_changed = bool(before.version and after.version and before.version != after.version)
+    # A number lost on head counts even when the benchmark's code changed: that change may be the cause.
+    lost_why = join(CODE_CHANGED if code_changed else "", reason)
+    if after.failed:
+        return (Status.STILL_FAILING, reason) if before.failed else (Status.NEWLY_FAILING, lost_why)
+    if after.skipped and before.has_number:
+        return Status.NEWLY_SKIPPED, lost_why
+    if code_changed:
+        return Status.NOT_COMPARED, CODE_CHANGED
+    if before.failed:  # head has a number or is skipped (a failed head is handled above)
+        if after.has_number:
+            return Status.FIXED, reason
+        return Status.NOT_COMPARED, "failed on base, skipped on head"
+    if before.skipped or after.skipped:
+        side = "both sides" if before.skipped and after.skipped else "base"
+        return Status.NOT_COMPARED, f"skipped on {side}"
+    return None
+
+
+# ------------------------------------------------------------------ 2. noise
+
+
+def noise_of(
+    metric: str, key: Key, before: Measurement, after: Measurement, pair: PairNoise | None
+) -> Noise | None:
+    """The comparison's noise (`benchkit.report.noise.estimate`); None without a log-ratio."""
+    assert before.value is not None and after.value is not None
+    if before.value <= 0 or after.value <= 0:
+        return None
+    return estimate(metric, before, after, pair.history.get(key) if pair else None)
+
+
+def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:
+    """(threshold, the MDC above which "unchanged" is can't tell) for a configured threshold;
+    0 means the benchmark's own MDC (or the fallback when its noise is unknown)."""
+    if configured != 0:
+        return configured, configured
+    mdc = noise.mdc if noise is not None else None
+    return (mdc if mdc is not None else NOISE_FALLBACK_THRESHOLD), NOISE_CEILING
+
+
+# ------------------------------------------------------------------ 3. decision
+
+
+def decide(
+    metric: str,
+    key: Key,
+    before: Measurement,
+    after: Measurement,
+    threshold: float,
+    ceiling: float,
+    noise: Noise | None,
+    pair: PairNoise | None,
+) -> Judged:
+    """The verdict of two numbers: their change against the threshold and the noise."""
+    assert before.value is not None and after.value is not None
+    if noise is None:  # no log-ratio: the threshold alone
+        worse = after.value > before.value * (1 + threshold)
+        better = after.value * (1 + threshold) < before.value
+        return (Status.REGRESSION if worse else Status.IMPROVEMENT if better else Status.UNCHANGED), ""
+    # The change judged: a rounds test's own estimate, else the ratio of asv's two values.
+    log_ratio = noise.change if noise.change is not None else math.log(after.value / before.value)
+    if abs(log_ratio) <= math.log1p(threshold):
+        return _within_threshold(metric, key, log_ratio, ceiling, noise, pair)
+    if noise.sigma is not None and not noise.detects(log_ratio):
+        return Status.CANT_TELL, f"change within noise: {_mdc_text(noise)}"
+    # asv's test treats every sample as independent; the rounds test already compared processes.
+    if metric == "wall_time" and not noise.by_rounds and not significantly_different(before, after):
+        return Status.CANT_TELL, "within noise (asv statistics)"
+    # Beyond the threshold and the noise; with the noise unknown the gate fails closed.
+    status = Status.REGRESSION if log_ratio > 0 else Status.IMPROVEMENT
+    why = f"noise unknown: {noise.basis}" if noise.sigma is None else ""
+    if metric == "wall_time" and pair is not None:
+        return environment_verdict(status, key, noise, pair, why)
+    return status, why
+
+
+def _within_threshold(
+    metric: str, key: Key, log_ratio: float, ceiling: float, noise: Noise, pair: PairNoise | None
+) -> Judged:
+    """No change beyond the threshold: unchanged only where a change that size would show."""
+    if noise.sigma is None:
+        return Status.INSUFFICIENT_DATA, f"noise unknown: {noise.basis}"
+    shifted = shift_of(pair, key, noise.by_rounds) if metric == "wall_time" else ""
+    if shifted:  # "no change" measured on a moving machine says nothing about torch
+        return Status.CANT_TELL, f"wall time follows the {shifted}"
+    if noise.mdc is not None and noise.mdc > ceiling:
+        return Status.CANT_TELL, f"noise hides the threshold: {_mdc_text(noise)}"
+    return Status.UNCHANGED, "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
+
+
+def _mdc_text(noise: Noise) -> str:
+    return f"MDC ±{format_percent(noise.mdc)} ({noise.basis})"
+
+
+def environment_verdict(status: Status, key: Key, noise: Noise, pair: PairNoise, why: str) -> Judged:
+    """A wall-time change the environment may explain: not torch's, unless its counts moved too."""
+    if pair.counts_moved.get(key):
+        return status, join("instruction count moved too", why)
+    if pair.between is not None:
+        # No "beyond the shift": a busy machine slows benchmarks by different factors
+        # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
+        return Status.CANT_TELL, join(f"explained by the {pair.between.short()}", why)
+    drifts = pair.drifts(noise.by_rounds)
+    if drifts:
+        shifts = "; ".join(s.short() for s in drifts)
+        return Status.CANT_TELL, join(f"wall time unreliable: {shifts}", why)
+    return status, why
+
+
+def shift_of(pair: PairNoise | None, key: Key, by_rounds: bool = False) -> str:
+    """The environment shift that makes this pair's wall time of `key` the machine's, if any.
+
+    For a comparison `by_rounds` only a drift the two runs did not share counts: a shared one
+    (asv interleaved both builds' rounds) is in the test's spread."""
+    if pair is None or pair.counts_moved.get(key):
+        return ""
+    shifts = ([pair.between] if pair.between is not None else []) + list(pair.drifts(by_rounds))
+    return "; ".join(s.short() for s in shifts)
