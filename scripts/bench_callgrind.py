@@ -33,10 +33,10 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchkit.cli.counts import profile_path  # noqa: E402
 from benchkit.define.expand import Case  # noqa: E402
 from benchkit.define.loader import load_cases  # noqa: E402
 from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
+from benchkit.measure.callgrind.profiles import profile_path  # noqa: E402
 
 # Cases timed with Timer.collect_callgrind (the standard suite's keys).
 SUBSET = (

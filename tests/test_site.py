@@ -34,10 +34,10 @@ from typing import Any
 import pytest
 
 from benchkit import cli
-from benchkit.cli.counts import profile_path
 from benchkit.errors import UserError
 from benchkit.history import results
 from benchkit.measure.callgrind import profiles
+from benchkit.measure.callgrind.profiles import profile_path
 from benchkit.report import check, check_config
 from benchkit.report import diff as profile_diff
 from benchkit.report.site import data as site_data

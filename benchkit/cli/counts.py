@@ -9,18 +9,12 @@ from typing import Any
 
 from benchkit.cli.cases import add_selection
 from benchkit.measure.callgrind.policy import DEFAULT_CASE_TIMEOUT
+from benchkit.measure.callgrind.profiles import PROFILE_FILE, profile_path
 from benchkit.measure.callgrind.results import BatchResult, ValgrindUnavailable
 from benchkit.measure.callgrind.supervisor import collect
 
+
 # The file `--profile` writes into `--profile-dir`; `benchkit diff` reads it.
-PROFILE_FILE = "counts.json.gz"
-
-
-def profile_path(profile_dir: Path) -> Path:
-    """Where ``benchkit counts --profile --profile-dir DIR`` saves the function-level profile."""
-    return profile_dir / PROFILE_FILE
-
-
 def counts_json(result: BatchResult) -> dict[str, Any]:
     """``{case key: {"instructions": N, ...}}`` with the batch's CPU capability on each."""
     capability = result.metadata.get("cpu_capability_under_valgrind")

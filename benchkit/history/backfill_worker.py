@@ -127,7 +127,7 @@ def count_build(
     except (UserError, OSError, subprocess.SubprocessError) as e:
         return {**outcome, "status": "failed", "reason": str(e), "counts": {}}
     with tempfile.TemporaryDirectory(prefix="benchkit-backfill-") as tmp:
-        from benchkit.cli.counts import profile_path as counts_profile
+        from benchkit.measure.callgrind.profiles import profile_path as counts_profile
 
         counts_path, profile_path = Path(tmp) / "counts.json", counts_profile(Path(tmp))
         command = [str(python), "-m", "benchkit.cli", "counts", "--json", str(counts_path),

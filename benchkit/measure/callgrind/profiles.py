@@ -105,6 +105,15 @@ def profile_document(
     }
 
 
+# What ``benchkit counts --profile --profile-dir DIR`` writes in DIR.
+PROFILE_FILE = "counts.json.gz"
+
+
+def profile_path(profile_dir: Path) -> Path:
+    """Where ``benchkit counts --profile --profile-dir DIR`` saves the function-level profile."""
+    return profile_dir / PROFILE_FILE
+
+
 def save_profile(
     path: str | os.PathLike[str],
     result: BatchResult,
