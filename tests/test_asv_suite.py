@@ -9,8 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
-
+REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFINITIONS = """
 from benchkit.define.api import GroupedSetup, GroupedStmts, TimerArgs
 

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_asv_e2e import LINEAR, RELU, AsvProject, make_project, slow_linear_wheel
-from test_build_torch import LOCAL_WHEEL
+from support.asv_project import LINEAR, RELU, AsvProject, make_project
+from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
 from benchkit.define.expand import asv_class_name
 from benchkit.define.loader import load_cases

@@ -6,10 +6,6 @@ is executed for real on a tiny stand-in project named ``torch``.
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
 import json
 import os
 import stat
@@ -19,51 +15,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support.wheels import LOCAL_WHEEL, make_fake_torch_wheel
 
 from benchkit.errors import UserError
 from benchkit.history import build_step, wheels
 
-LOCAL_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _record_line(name: str, data: bytes) -> list[str]:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return [name, f"sha256={digest}", str(len(data))]
-
-
-def make_fake_torch_wheel(
-    folder: Path,
-    git_version: str = "a" * 40,
-    version: str = "0.0.1+fake",
-    extra: dict[str, bytes] | None = None,
-    date_time: tuple[int, int, int, int, int, int] = (2025, 5, 6, 7, 8, 10),
-) -> Path:
-    """A small, installable wheel shaped like torch's (torch/version.py, RECORD)."""
-    files = {
-        "torch/__init__.py": b"from torch.version import __version__\n",
-        "torch/version.py": (
-            f"from typing import Optional\n__version__ = '{version}'\ndebug = False\n"
-            f"cuda: Optional[str] = None\ngit_version = '{git_version}'\n"
-        ).encode(),
-        f"torch-{version}.dist-info/METADATA": (
-            f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n".encode()
-        ),
-        f"torch-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-        **(extra or {}),
-    }
-    record = io.StringIO()
-    writer = csv.writer(record, lineterminator="\n")
-    for name, data in files.items():
-        writer.writerow(_record_line(name, data))
-    writer.writerow([f"torch-{version}.dist-info/RECORD", "", ""])
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"torch-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as wheel:
-        for name, data in files.items():
-            wheel.writestr(zipfile.ZipInfo(name, date_time), data)
-        wheel.writestr(zipfile.ZipInfo(f"torch-{version}.dist-info/RECORD", date_time), record.getvalue())
-    return path
 
 
 def _source_checkout(root: Path, requirements: bool = False) -> Path:

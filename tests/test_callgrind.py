@@ -1,6 +1,6 @@
 """Instruction counts through real valgrind, torch and g++.
 
-One small batch (`real_batch`, shared with test_profiles.py) carries the
+One small batch (`support.callgrind.real_batch`, shared with test_profiles.py) carries the
 representative path: Python and C++ cases, the same case at two positions,
 and three faulty cases (a segfault, a hang, an exception) that must each cost
 only themselves. Whole-suite timings and the A/A spread are measured by
@@ -13,7 +13,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.callgrind import CASE_TIMEOUT, CASES, SETUP, count, needs_valgrind, real_batch
 
 from benchkit.cli import counts as counts_cli
 from benchkit.define.api import TimerArgs
@@ -32,19 +32,7 @@ from benchkit.measure.callgrind import results as cg_results
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHKIT = [sys.executable, "-m", "benchkit.cli"]
 LS = ["ls", "-la", "/usr/lib"]  # a small real program to profile
-needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 
-SETUP = "x = torch.ones(4, 4)"
-CASES = {
-    "add": TimerArgs("x + 1", SETUP),
-    "add again": TimerArgs("x + 1", SETUP),  # same work elsewhere in the batch: same count
-    "add and mul": TimerArgs("x + 1\nx.mul(2)", SETUP),
-    # setting a class attribute resets the type's cache tag: the next lookup misses
-    "type cache miss": TimerArgs("C.a = 1\nC.b", "class C:\n    b = 2"),
-    "segfault": TimerArgs("ctypes.string_at(0)", "import ctypes"),
-    "hang": TimerArgs("while True:\n    pass"),
-    "raises": TimerArgs("raise ValueError('broken on purpose')"),
-}
 # A global setup unique to this test session: its C++ shard is never in any cache, so the
 # batch always compiles it (what test_cpp_cases_are_counted checks the order of).
 SESSION = f"// test session {os.getpid()}-{time.time_ns()}"
@@ -62,14 +50,6 @@ CPP_CASES = {  # slow: compiling even one C++ case costs half a minute or more
         num_threads=2,
     ),
 }
-CASE_TIMEOUT = 12.0
-
-
-@functools.cache
-def real_batch() -> cg_results.BatchResult:
-    return supervisor.collect(materialize(CASES), case_timeout=CASE_TIMEOUT, progress=lambda m: print(m))
-
-
 CPP_BATCH_MESSAGES: list[str] = []
 
 
@@ -80,12 +60,6 @@ def cpp_batch() -> cg_results.BatchResult:
         CPP_BATCH_MESSAGES.append(message)
 
     return supervisor.collect(materialize(CPP_CASES), progress=progress)
-
-
-def count(label: str, result: cg_results.BatchResult | None = None) -> cg_results.CaseCount:
-    result = result or real_batch()
-    (key,) = [k for k in result.counts if k.startswith(f"{label} |")]
-    return result.counts[key]
 
 
 def check_count(case: cg_results.CaseCount) -> None:

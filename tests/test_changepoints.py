@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from asv_history import ENV, MACHINE, History, commit_hash
+from support.histories import ENV, MACHINE, History, commit_hash
 
 from benchkit.history.results import load_asv_config, load_history
 from benchkit.report import changepoints, check, check_config

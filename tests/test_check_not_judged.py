@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from asv_history import MACHINE, History, commit_hash
-from test_disturbed_builds import BUSY, COMMITS, _history
+from support.histories import BUSY, COMMITS, MACHINE, History, commit_hash, disturbed_history
 
 from benchkit.report import check, not_judged
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# The labelled history's true changes, (base, head) -> (case, metric): see `_history`.
+# The labelled history's true changes, (base, head) -> (case, metric): see `disturbed_history`.
 TRUE = {
     (7, 8): ("Slower", "wall_time"),
     (19, 20): ("Counted", "instructions"),
@@ -49,7 +48,7 @@ def _flagged(verdict: check.Verdict) -> set[tuple[str, str]]:
 def test_a_disturbed_build_is_not_judged_and_the_true_changes_are_found(tmp_path: Path, flat: int) -> None:
     """Every consecutive pair of the labelled history through `run_check` (the command's body):
     no false verdict anywhere, the busy build's two pairs not judged (exit 2), the true steps found."""
-    project = _history(tmp_path, flat, seed=7)
+    project = disturbed_history(tmp_path, flat, seed=7)
     for base in range(COMMITS - 1):
         head = base + 1
         verdict = check.run_check(commit_hash(base), commit_hash(head), asv_config=project.config)
@@ -76,7 +75,7 @@ def test_a_disturbed_build_is_not_judged_and_the_true_changes_are_found(tmp_path
 
 
 def test_the_command_says_so_in_text_json_and_markdown(tmp_path: Path) -> None:
-    project = _history(tmp_path, 0, seed=7)
+    project = disturbed_history(tmp_path, 0, seed=7)
     out, markdown = tmp_path / "verdict.json", tmp_path / "verdict.md"
     run = _check(project, BUSY - 1, BUSY, "--json", str(out), "--markdown", str(markdown))
     assert run.returncode == 2, run.stderr
@@ -98,7 +97,7 @@ def test_the_command_says_so_in_text_json_and_markdown(tmp_path: Path) -> None:
 
 def test_a_disturbed_last_head_is_judged_against_the_builds_before_it(tmp_path: Path) -> None:
     """A head at the end of the history (as a pull request's) has one side: the builds before it."""
-    full = _history(tmp_path, 0, seed=7)
+    full = disturbed_history(tmp_path, 0, seed=7)
     for index in range(BUSY + 1, COMMITS):  # the history ends with the busy build
         (full.results / MACHINE / f"{commit_hash(index)[:8]}-virtualenv-py3.11.json").unlink()
     verdict = check.run_check(commit_hash(BUSY - 1), commit_hash(BUSY), asv_config=full.config)

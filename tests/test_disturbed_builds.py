@@ -12,37 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from asv_history import MACHINE, History, commit_hash
+from support.histories import BUSY, COUNTS, MACHINE, WALL, History, commit_hash, disturbed_history
 
 from benchkit.history.results import load_asv_config, load_history
 from benchkit.report import changepoints, check, check_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-COMMITS = 30
-BUSY = 12  # the build measured while the machine was busy
-WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
-
-
-def _history(root: Path, flat: int, seed: int) -> History:
-    """`flat` flat cases plus: a +1 % count step at 20 (`Counted`), a +10 % wall step at 8
-    (`Slower`) and a +8 % wall step at 24 (`Slower2`); every wall time ×1.6 at BUSY only."""
-    rng = random.Random(seed)
-    steps = {"Counted": (None, (20, 1.01)), "Slower": ((8, 1.10), None), "Slower2": ((24, 1.08), None)}
-    cases = {**{f"Flat{k}": (None, None) for k in range(flat)}, **steps}
-    project = History(root)
-    for case, (wall_step, count_step) in cases.items():
-        project.bench(WALL.format(case), "seconds")
-        project.bench(COUNTS.format(case), "instructions")
-        for i in range(COMMITS):
-            wall = 1e-5 * (wall_step[1] if wall_step and i >= wall_step[0] else 1.0)
-            busy = 1.6 if i == BUSY else 1.0
-            # run-to-run noise 1 %, the median of 12 rounds with 1.5 % each
-            noise = math.exp(rng.gauss(0, 0.01) + rng.gauss(0, 0.015 / math.sqrt(12)))
-            project.add(i, WALL.format(case), wall * busy * noise)
-            count = 2_000_000 * (count_step[1] if count_step and i >= count_step[0] else 1.0)
-            project.add(i, COUNTS.format(case), round(count))
-    project.save()
-    return project
 
 
 def _found(project: History, exclude: bool) -> tuple[list[changepoints.Step], list[int]]:
@@ -59,7 +34,7 @@ def _found(project: History, exclude: bool) -> tuple[list[changepoints.Step], li
 
 @pytest.mark.parametrize("flat", [13, 0], ids=["15 wall-time benchmarks", "3 wall-time benchmarks"])
 def test_a_busy_build_is_one_disturbed_build_and_the_real_steps_stay(tmp_path: Path, flat: int) -> None:
-    project = _history(tmp_path, flat, seed=7)
+    project = disturbed_history(tmp_path, flat, seed=7)
     before, _ = _found(project, exclude=False)
     touching_busy = [s for s in before if s.metric == "wall_time" and BUSY in (s.position, s.position - 1)]
     assert len(touching_busy) >= 3, "without the rule the busy build makes steps (the detector must matter)"
@@ -103,7 +78,7 @@ def _regressions(project: History, *options: str) -> subprocess.CompletedProcess
 def test_regressions_command_reports_it_once_and_keeps_short_steps_apart(tmp_path: Path) -> None:
     (tmp_path / "long").mkdir()
     (tmp_path / "short").mkdir()
-    project = _history(tmp_path / "long", 13, seed=11)
+    project = disturbed_history(tmp_path / "long", 13, seed=11)
     out = tmp_path / "steps.json"
     run = _regressions(project, "--json", str(out))
     assert run.returncode == 0, run.stderr

@@ -3,12 +3,11 @@ damaged results files, a publish killed midway. (The main job under kill -9, a r
 folder and a full disk: tests/test_main_job_faults.py.)
 
 The results are a small history written with asv's own Results API into a real torch-history
-repository (scripts/bench_publish.py's generator), published by real `asv publish`.
+repository (benchkit.report.site.synthetic), published by real `asv publish`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -18,25 +17,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from benchkit.history import lock
+from benchkit.report.site import synthetic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_publish", REPO_ROOT / "scripts" / "bench_publish.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_publish = _load_generator()
 
 
 def _env() -> dict[str, str]:
@@ -51,13 +38,13 @@ def benchkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """asv.conf.json of a 3-build history with results, a check config beside it."""
-    conf = bench_publish.make_project(tmp_path / "p", commits=3, benchmarks=12, seed=4, step_chance=0.3)
+    conf = synthetic.make_project(tmp_path / "p", commits=3, benchmarks=12, seed=4, step_chance=0.3)
     (conf.parent / "benchkit-check.toml").write_text("[thresholds]\ninstructions = 0.01\n")
     return conf
 
 
 def _results(conf: Path) -> list[Path]:
-    folder = conf.parent / "results" / bench_publish.MACHINE
+    folder = conf.parent / "results" / synthetic.MACHINE
     return sorted(p for p in folder.glob("*.json") if p.name != "machine.json")
 
 
@@ -157,7 +144,7 @@ def test_a_damaged_results_file_is_named_and_fails_every_reader(project: Path, d
     for page in ("changes.html", "regressions.html", "operators.html", "why.html"):
         text = (html / page).read_text()
         assert "Published with --skip-damaged:</b> 1 results file(s)" in text, page
-        assert f"results/{bench_publish.MACHINE}/{victim.name}:" in text and str(project.parent) not in text
+        assert f"results/{synthetic.MACHINE}/{victim.name}:" in text and str(project.parent) not in text
 
 
 def test_a_damaged_benchmarks_json_is_named(project: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_build_torch import LOCAL_WHEEL, make_fake_torch_wheel
+from support.wheels import LOCAL_WHEEL, make_fake_torch_wheel
 
 from benchkit.errors import UserError
 from benchkit.history import repo as history

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_build_torch import make_fake_torch_wheel
+from support.wheels import make_fake_torch_wheel
 
 from benchkit.history import repo as history
 from benchkit.history.wheels import file_sha256, read_wheel_info, stored_wheel_path

@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_asv_e2e import MACHINE, make_project
-from test_build_torch import LOCAL_WHEEL
-from test_site import Browser, _QuietHandler
+from support.asv_project import MACHINE, make_project
+from support.browser import Browser, QuietHandler
+from support.wheels import LOCAL_WHEEL
 
 from benchkit.history import repo as history
 
@@ -59,7 +59,7 @@ def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> 
         if page.name != "index.html":  # asv's page loads its data as JSON
             assert EVIL not in page.read_text(), page.name
 
-    handler = functools.partial(_QuietHandler, directory=str(site))
+    handler = functools.partial(QuietHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     browser = Browser()

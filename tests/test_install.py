@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_build_torch import LOCAL_WHEEL
+from support.wheels import LOCAL_WHEEL
 
 from benchkit.history.install import link_tree, wheel_requirements
 

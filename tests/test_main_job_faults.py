@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_asv_e2e import MACHINE, RELU, AsvProject, make_project
-from test_build_torch import LOCAL_WHEEL
+from support.asv_project import MACHINE, RELU, AsvProject, make_project
+from support.wheels import LOCAL_WHEEL
 
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from asv_history import ENV, History, commit_hash
+from support.histories import ENV, History, commit_hash
 
 from benchkit import stats
 from benchkit.history.results import Measurement, ResultSet

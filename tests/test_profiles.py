@@ -1,7 +1,7 @@
 """Function-level profiles: stored beside asv's results, loaded, and diffed.
 
 The representative test diffs two real profiles from the shared valgrind batch
-of test_callgrind.py ("x + 1" against "x + 1; x.mul(2)"); the rest exercise
+of support.callgrind ("x + 1" against "x + 1; x.mul(2)"); the rest exercise
 storage, lookup and the command line on small profiles.
 """
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_callgrind import count, needs_valgrind, real_batch
+from support.callgrind import count, needs_valgrind, real_batch
 
 from benchkit.callgrind_track import BatchResult, CaseCount
 from benchkit.errors import UserError
@@ -213,8 +213,8 @@ def test_diff_command_line(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_asv_run_stores_counts_and_profiles(tmp_path: Path) -> None:
     """A real asv run in a virtualenv: track_instructions values and the stored profile."""
-    from test_asv_e2e import MACHINE, make_project
-    from test_build_torch import LOCAL_WHEEL
+    from support.asv_project import MACHINE, make_project
+    from support.wheels import LOCAL_WHEEL
 
     definitions = tmp_path / "defs.py"
     definitions.write_text(

@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_asv_e2e import CASES, MACHINE, ROUNDS, make_project, slow_linear_wheel
-from test_build_torch import LOCAL_WHEEL
-from test_site import Browser, _QuietHandler
+from support.asv_project import CASES, MACHINE, ROUNDS, make_project
+from support.browser import Browser, QuietHandler
+from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def test_regressions_page_of_a_two_build_main_job(tmp_path: Path) -> None:
     assert job.returncode in (0, 1, 2), job.stdout + job.stderr  # the gate's verdict is not tested here
     site = project.root / "html"
     assert (site / "regressions.html").is_file(), job.stdout[-3000:] + job.stderr[-3000:]
-    handler = functools.partial(_QuietHandler, directory=str(site))
+    handler = functools.partial(QuietHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     browser = Browser(width=1400, height=900)

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from asv_history import History
+from support.histories import History
 
 from benchkit import stats
 from benchkit.history.results import Measurement, load_asv_config, samples_per_round

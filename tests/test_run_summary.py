@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_asv_e2e import MACHINE, make_project
-from test_build_torch import LOCAL_WHEEL
-from test_check import BASE, HEAD, Project
+from support.asv_project import MACHINE, make_project
+from support.check_project import BASE, HEAD, Project
+from support.wheels import LOCAL_WHEEL
 
 from benchkit.report import run_summary
 

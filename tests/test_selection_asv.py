@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_asv_e2e import MACHINE, AsvProject, make_project
-from test_build_torch import LOCAL_WHEEL
+from support.asv_project import MACHINE, AsvProject, make_project
+from support.wheels import LOCAL_WHEEL
 
 from benchkit.define.api import Language, TimerArgs
 from benchkit.measure.callgrind.profiles import load_profile

@@ -1,22 +1,20 @@
 """`benchkit publish`: the pages it adds to asv's site, checked in headless Chromium.
 
 The site is published from a small history written with asv's own Results API
-into a real benchkit torch-history repository (scripts/bench_publish.py's
-generator), by real `asv publish`. The browser is Debian's chromium, driven over
-the DevTools protocol on a pipe (no extra Python packages): every page must
-render its expected content, make no request outside the machine, and log no
-error to the console. Screenshots go to ``$BENCHKIT_SCREENSHOT_DIR`` when set,
+into a real benchkit torch-history repository (benchkit.report.site.synthetic,
+which scripts/bench_publish.py also uses), by real `asv publish`. The browser is
+Debian's chromium, driven over the DevTools protocol on a pipe (support.browser):
+every page must render its expected content, make no request outside the machine,
+and log no error to the console. Screenshots go to ``$BENCHKIT_SCREENSHOT_DIR`` when set,
 else to the test's temporary folder.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 import html
 import http.server
-import importlib.util
 import itertools
 import json
 import os
@@ -24,14 +22,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.browser import Browser, QuietHandler
 
 from benchkit import cli
 from benchkit.errors import UserError
@@ -41,7 +37,7 @@ from benchkit.measure.callgrind.profiles import profile_path
 from benchkit.report import check, check_config
 from benchkit.report import diff as profile_diff
 from benchkit.report.site import data as site_data
-from benchkit.report.site import pages
+from benchkit.report.site import pages, synthetic
 from benchkit.report.site import publish as site_publish
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -54,164 +50,9 @@ GROUPS = [
     "math libraries (MKL, oneDNN, OpenMP, Sleef)",
     "other",
 ]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_publish", REPO_ROOT / "scripts" / "bench_publish.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_publish = _load_generator()
 
 
 # ------------------------------------------------------------------ browser
-
-
-class Browser:
-    """Headless Chromium over the DevTools protocol (``--remote-debugging-pipe``)."""
-
-    def __init__(self, width: int = 1400, height: int = 1000) -> None:
-        if CHROMIUM is None:
-            pytest.fail("chromium is not installed (scripts/install.sh installs Debian's chromium)")
-        self.profile = tempfile.mkdtemp(prefix="benchkit-chromium-")
-        to_chrome_r, self._to_chrome = os.pipe()
-        self._from_chrome, from_chrome_w = os.pipe()
-
-        def pipes_on_3_and_4() -> None:  # Chromium reads commands on fd 3, answers on fd 4
-            read_end, write_end = os.dup(to_chrome_r), os.dup(from_chrome_w)
-            os.dup2(read_end, 3)
-            os.dup2(write_end, 4)
-            os.set_inheritable(3, True)
-            os.set_inheritable(4, True)
-
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                 f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"]  # fmt: skip
-        self.proc = subprocess.Popen(
-            [CHROMIUM, *flags],
-            preexec_fn=pipes_on_3_and_4,
-            close_fds=False,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-        self._next_id = 0
-        self._buffer = b""
-        self.events: list[dict[str, Any]] = []
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            self.call(f"{domain}.enable", session=True)
-        self.call(
-            "Emulation.setDeviceMetricsOverride",
-            session=True,
-            width=width,
-            height=height,
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-
-    def _read_message(self, deadline: float) -> dict[str, Any]:
-        import select
-
-        while b"\0" not in self._buffer:
-            ready, _, _ = select.select([self._from_chrome], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise TimeoutError("chromium did not answer in time")
-            chunk = os.read(self._from_chrome, 1 << 20)
-            if not chunk:
-                raise RuntimeError("chromium closed the DevTools pipe (it crashed or exited)")
-            self._buffer += chunk
-        message, _, self._buffer = self._buffer.partition(b"\0")
-        return json.loads(message)
-
-    def call(self, method: str, session: bool = False, timeout: float = 30, **params: Any) -> dict[str, Any]:
-        self._next_id += 1
-        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
-        if session:
-            message["sessionId"] = self.session
-        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = self._read_message(deadline)
-            if reply.get("id") == self._next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            self.events.append(reply)
-
-    def evaluate(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True)
-        if "exceptionDetails" in result:
-            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def open(self, url: str, ready: str = "document.readyState === 'complete'", timeout: float = 30) -> None:
-        self.events.clear()
-        self.call("Page.navigate", session=True, url=url)
-        self.wait_for(ready, timeout)
-
-    def wait_for(self, condition: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.evaluate(f"!!({condition})"):
-                time.sleep(0.2)  # let late console messages arrive
-                self.evaluate("1")
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"page never satisfied {condition!r}; errors: {self.errors()}")
-
-    def errors(self) -> list[str]:
-        """Console errors, uncaught exceptions and failed loads since the last `open`."""
-        found = []
-        for event in self.events:
-            method, params = event.get("method"), event.get("params", {})
-            if method == "Runtime.exceptionThrown":
-                details = params["exceptionDetails"]
-                found.append(f"exception: {details.get('exception', {}).get('description') or details}")
-            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                found.append("console: " + " ".join(str(a.get("value", a)) for a in params.get("args", [])))
-            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
-                found.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
-            elif method == "Network.loadingFailed" and not params.get("canceled"):
-                found.append(f"load failed: {params.get('errorText')}")
-        return found
-
-    def requested_urls(self) -> list[str]:
-        return [
-            e["params"]["request"]["url"]
-            for e in self.events
-            if e.get("method") == "Network.requestWillBeSent"
-        ]
-
-    def screenshot(self, path: Path, full_page: bool = False) -> Path:
-        params: dict[str, Any] = {"format": "png"}
-        if full_page:
-            params["captureBeyondViewport"] = True
-        data = self.call("Page.captureScreenshot", session=True, **params)["data"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(base64.b64decode(data))
-        return path
-
-    def close(self) -> None:
-        try:
-            self.call("Browser.close", timeout=5)
-        except (RuntimeError, TimeoutError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        for fd in (self._to_chrome, self._from_chrome):
-            os.close(fd)
-        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -223,15 +64,10 @@ def browser() -> Iterator[Browser]:
         instance.close()
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def server(site_dir: Path) -> Iterator[str]:
     """A static server on the loopback address: asv's own pages load their JSON with XHR."""
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
+    handler = functools.partial(QuietHandler, directory=str(site_dir))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -268,7 +104,7 @@ UPSTREAM_2_13 = "https://github.com/pytorch/pytorch/commit/cf30153c4c131c8164ee7
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("site-project")
     # Frequent steps so that every kind of change shows up in a short history.
-    return bench_publish.make_project(root, commits=COMMITS, benchmarks=60, seed=3, step_chance=0.2)
+    return synthetic.make_project(root, commits=COMMITS, benchmarks=60, seed=3, step_chance=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -345,12 +181,18 @@ def test_regressions_page_lists_every_history_step_escaped(
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    steps = [step["name"] for step in json.loads((tmp_path / "steps.json").read_text())["steps"]]
+    found = json.loads((tmp_path / "steps.json").read_text())["steps"]
+    steps = [step["name"] for step in found]
     assert run.stdout.startswith(f"# {len(steps)} step(s) over ")
     assert len(steps) > 5, "the synthetic history should step often"
-    titles = [html.unescape(t) for t in re.findall(r'<a href="index\.html#[^"]+" title="([^"]+)"', text)]
-    assert sorted(titles) == sorted(steps)
-    assert "code change" in text or "wall time only" in text or "counts only" in text
+    # Every row: the label `benchkit regressions` gave that step, beside its benchmark. (The
+    # page's lead text names every label, so finding a label anywhere in the page proves nothing.)
+    rows = re.findall(r'<td class="label" title="[^"]*">([^<]*)</td><td><a href="index\.html#[^"]+" '
+                      r'title="([^"]+)"', text)  # fmt: skip
+    shown = sorted((html.unescape(name), html.unescape(label)) for label, name in rows)
+    assert shown == sorted((step["name"], step["shown_label"]) for step in found)
+    # Frequent steps in wall time and counts alike: each joint label occurs (seed 3, 8 commits).
+    assert {"code change", "wall time only", "counts only"} <= {label for _, label in shown}
     # A hostile pretty name reaches the page escaped.
     name = steps[0]
     info = dataclasses.replace(data.benchmarks[name], pretty="<script>alert(1)</script>")
@@ -393,7 +235,7 @@ def test_why_pages_find_cases_without_benchmarks_json(tmp_path: Path) -> None:
     # asv rewrites benchmarks.json with the benchmarks of its latest run (`asv run -b ...`):
     # older results then lack their pretty names, and the profile's case is found by the hash
     # at the end of the asv class name.
-    conf = bench_publish.make_project(tmp_path, commits=3, benchmarks=20, seed=5, step_chance=0.5)
+    conf = synthetic.make_project(tmp_path, commits=3, benchmarks=20, seed=5, step_chance=0.5)
     listing = tmp_path / "results" / "benchmarks.json"
     kept = {k: v for k, v in json.loads(listing.read_text()).items() if "track_instructions" not in k}
     listing.write_text(json.dumps(kept))
@@ -403,7 +245,7 @@ def test_why_pages_find_cases_without_benchmarks_json(tmp_path: Path) -> None:
 
 
 def test_changes_without_profiles_say_so(tmp_path: Path) -> None:
-    conf = bench_publish.make_project(tmp_path, commits=3, benchmarks=20, seed=5, step_chance=0.5,
+    conf = synthetic.make_project(tmp_path, commits=3, benchmarks=20, seed=5, step_chance=0.5,
                                       with_profiles=False)  # fmt: skip
     html_dir = site_publish.publish(conf)
     assert not list((html_dir / "why").glob("*.html"))
@@ -413,7 +255,7 @@ def test_changes_without_profiles_say_so(tmp_path: Path) -> None:
 
 
 def test_a_single_build_has_nothing_to_compare_and_a_bad_config_is_named(tmp_path: Path) -> None:
-    conf = bench_publish.make_project(tmp_path, commits=1, benchmarks=20, seed=1)
+    conf = synthetic.make_project(tmp_path, commits=1, benchmarks=20, seed=1)
     bad = tmp_path / "benchkit-check.json"
     bad.write_text(json.dumps({"thresholds": {"instructions": "tight"}}))
     with pytest.raises(UserError, match=r"benchkit-check\.json: \[thresholds\] instructions"):
@@ -634,11 +476,12 @@ REAL_CASES = (
 @pytest.mark.slow
 def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     """Two real torch builds measured by real asv: the 2.13.0 wheel, then the same wheel with
-    ``nn.Linear.forward`` computing its result twice (tests/test_asv_e2e.py's injected regression).
+    ``nn.Linear.forward`` computing its result twice (support.wheels' injected regression).
     The published site must show the Linear slowdown on the changes page (ReLU is the control),
     explain an instruction-count change when the suite records them, and show the operator table."""
-    from test_asv_e2e import FAST, LOCAL_WHEEL, slow_linear_wheel
-    from test_asv_e2e import make_project as make_asv_project
+    from support.asv_project import FAST
+    from support.asv_project import make_project as make_asv_project
+    from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
     project = make_asv_project(tmp_path / "project", tmp_path / "env")
     project.env["BENCHKIT_STANDARD"] = "1"  # the standard suite's nn.Linear / nn.ReLU cases
@@ -737,7 +580,7 @@ def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> N
     key = "site demo/linear | Python | Eager | Forward | 1 thread(s)"
     cases = {v: profiles.load_profile(p).cases[key] for v, p in counted.items()}
 
-    conf = bench_publish.make_project(tmp_path / "project", commits=2, benchmarks=8, with_profiles=False)
+    conf = synthetic.make_project(tmp_path / "project", commits=2, benchmarks=8, with_profiles=False)
     results_dir = tmp_path / "project" / "results"
     name = "instruction_counts.site_demo_linear.track_instructions"
     spec = {"name": name, "unit": "instructions", "type": "track", "params": [], "param_names": [],
@@ -746,12 +589,12 @@ def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> N
     benchmarks_json[name] = spec
     (results_dir / "benchmarks.json").write_text(json.dumps(benchmarks_json))
     for commit, version in zip(_main_commits(conf), ("base", "head"), strict=True):
-        [path] = (results_dir / bench_publish.MACHINE).glob(f"{commit[:8]}-*.json")
+        [path] = (results_dir / synthetic.MACHINE).glob(f"{commit[:8]}-*.json")
         result = Results.load(str(path))
         value = cases[version].instructions
         result.add_result(spec, BenchmarkResult([value], [None], [None], 0, "", None), record_samples=True)
         result.save(str(results_dir))
-        stored = results_dir / bench_publish.MACHINE / profiles.PROFILE_DIR
+        stored = results_dir / synthetic.MACHINE / profiles.PROFILE_DIR
         stored.mkdir(parents=True, exist_ok=True)
         shutil.copy(counted[version], stored / f"{commit}-{result.env_name}{profiles.SUFFIX}")
 

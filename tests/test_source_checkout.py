@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_build_torch import LOCAL_WHEEL
+from support.wheels import LOCAL_WHEEL
 
 from benchkit.history.wheels import file_sha256, patch_wheel_module
 

@@ -1,9 +1,12 @@
 """Writes a history of asv results with asv's own Results API, one commit per build,
-each with its own commit date (so benchkit orders them as asv would)."""
+each with its own commit date (so benchkit orders them as asv would); and a labelled
+history with known steps and one disturbed build (`disturbed_history`)."""
 
 from __future__ import annotations
 
 import json
+import math
+import random
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +65,30 @@ class History:
             result.save(str(self.results))
         asv_util.write_json(str(self.results / MACHINE / "machine.json"), {"machine": MACHINE}, api_version=1)
         asv_util.write_json(str(self.results / "benchmarks.json"), self.benchmarks, api_version=2)
+
+
+COMMITS = 30
+BUSY = 12  # the build measured while the machine was busy
+WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
+
+
+def disturbed_history(root: Path, flat: int, seed: int) -> History:
+    """`flat` flat cases plus: a +1 % count step at 20 (`Counted`), a +10 % wall step at 8
+    (`Slower`) and a +8 % wall step at 24 (`Slower2`); every wall time ×1.6 at BUSY only."""
+    rng = random.Random(seed)
+    steps = {"Counted": (None, (20, 1.01)), "Slower": ((8, 1.10), None), "Slower2": ((24, 1.08), None)}
+    cases = {**{f"Flat{k}": (None, None) for k in range(flat)}, **steps}
+    project = History(root)
+    for case, (wall_step, count_step) in cases.items():
+        project.bench(WALL.format(case), "seconds")
+        project.bench(COUNTS.format(case), "instructions")
+        for i in range(COMMITS):
+            wall = 1e-5 * (wall_step[1] if wall_step and i >= wall_step[0] else 1.0)
+            busy = 1.6 if i == BUSY else 1.0
+            # run-to-run noise 1 %, the median of 12 rounds with 1.5 % each
+            noise = math.exp(rng.gauss(0, 0.01) + rng.gauss(0, 0.015 / math.sqrt(12)))
+            project.add(i, WALL.format(case), wall * busy * noise)
+            count = 2_000_000 * (count_step[1] if count_step and i >= count_step[0] else 1.0)
+            project.add(i, COUNTS.format(case), round(count))
+    project.save()
+    return project

@@ -1,0 +1,168 @@
+"""Headless Chromium driven over the DevTools protocol on a pipe (no extra Python packages),
+and a quiet static file handler to serve a published site to it on the loopback address."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Browser:
+    """Headless Chromium over the DevTools protocol (``--remote-debugging-pipe``)."""
+
+    def __init__(self, width: int = 1400, height: int = 1000) -> None:
+        if CHROMIUM is None:
+            pytest.fail("chromium is not installed (scripts/install.sh installs Debian's chromium)")
+        self.profile = tempfile.mkdtemp(prefix="benchkit-chromium-")
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+
+        def pipes_on_3_and_4() -> None:  # Chromium reads commands on fd 3, answers on fd 4
+            read_end, write_end = os.dup(to_chrome_r), os.dup(from_chrome_w)
+            os.dup2(read_end, 3)
+            os.dup2(write_end, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                 f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"]  # fmt: skip
+        self.proc = subprocess.Popen(
+            [CHROMIUM, *flags],
+            preexec_fn=pipes_on_3_and_4,
+            close_fds=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._next_id = 0
+        self._buffer = b""
+        self.events: list[dict[str, Any]] = []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.call(f"{domain}.enable", session=True)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            session=True,
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        import select
+
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._from_chrome], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("chromium did not answer in time")
+            chunk = os.read(self._from_chrome, 1 << 20)
+            if not chunk:
+                raise RuntimeError("chromium closed the DevTools pipe (it crashed or exited)")
+            self._buffer += chunk
+        message, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(message)
+
+    def call(self, method: str, session: bool = False, timeout: float = 30, **params: Any) -> dict[str, Any]:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read_message(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", session=True, expression=expression, returnByValue=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def open(self, url: str, ready: str = "document.readyState === 'complete'", timeout: float = 30) -> None:
+        self.events.clear()
+        self.call("Page.navigate", session=True, url=url)
+        self.wait_for(ready, timeout)
+
+    def wait_for(self, condition: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.evaluate(f"!!({condition})"):
+                time.sleep(0.2)  # let late console messages arrive
+                self.evaluate("1")
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"page never satisfied {condition!r}; errors: {self.errors()}")
+
+    def errors(self) -> list[str]:
+        """Console errors, uncaught exceptions and failed loads since the last `open`."""
+        found = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                details = params["exceptionDetails"]
+                found.append(f"exception: {details.get('exception', {}).get('description') or details}")
+            elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+                found.append("console: " + " ".join(str(a.get("value", a)) for a in params.get("args", [])))
+            elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+                found.append(f"log: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+            elif method == "Network.loadingFailed" and not params.get("canceled"):
+                found.append(f"load failed: {params.get('errorText')}")
+        return found
+
+    def requested_urls(self) -> list[str]:
+        return [
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
+
+    def screenshot(self, path: Path, full_page: bool = False) -> Path:
+        params: dict[str, Any] = {"format": "png"}
+        if full_page:
+            params["captureBeyondViewport"] = True
+        data = self.call("Page.captureScreenshot", session=True, **params)["data"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(data))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=5)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for fd in (self._to_chrome, self._from_chrome):
+            os.close(fd)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """A static file handler that keeps its request log off the test output."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
