@@ -172,7 +172,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def _row(name: str, result: dict[str, Any]) -> str:
     largest = result["largest"]
-    worst = f"{largest[0]:.3f} % (`{largest[1]}`: {largest[2]:,.1f} vs {largest[3]:,.1f})" if largest else "-"
+    key = largest[1].replace("|", "\\|") if largest else ""  # a cell of a markdown table
+    worst = f"{largest[0]:.3f} % (`{key}`: {largest[2]:,.1f} vs {largest[3]:,.1f})" if largest else "-"
     return (
         f"| {name} | {result['cases']} | {result['equal']} | {result['within_0.01']} "
         f"| {result['beyond_0.1']} | {worst} |"
