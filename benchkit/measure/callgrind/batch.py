@@ -124,3 +124,14 @@ def inductor_root() -> Path:
     from benchkit.util import content_key, torch_build_id
 
     return cache_dir("callgrind", "inductor", content_key(torch_build_id(), counting_code_key()))
+
+
+def bytecode_root() -> Path:
+    """Per torch build, Python and counting code, the bytecode the worker imports
+    (the place's ``pyc``, `PYTHONPYCACHEPREFIX`), kept across batches."""
+    import sys
+
+    from benchkit.measure.callgrind.count_cache import counting_code_key
+    from benchkit.util import content_key, torch_build_id
+
+    return cache_dir("callgrind", "pyc", content_key(torch_build_id(), counting_code_key(), sys.version))

@@ -12,15 +12,25 @@ tenths of a percent. So a batch runs in a *place* of its own with a fixed name,
 
 * ``code/`` -- a copy of the few modules the worker imports, under their package
   names, with empty package ``__init__`` files;
-* ``py`` -> the interpreter's installation prefix (``PYTHONHOME``), ``site0``,
-  ``site1``... -> the folders torch and its dependencies are imported from: the
-  worker runs ``py/bin/pythonX.Y -S`` with ``PYTHONPATH=code:site0:...``, so the
-  standard library, torch and benchkit are imported under the same names
-  everywhere (and no ``.pth`` file, e.g. an editable install's, runs);
+* ``py`` -> the interpreter's installation prefix (``PYTHONHOME``);
+* ``site/`` -- links to torch, numpy and the distributions they require (their
+  packages, modules and ``.dist-info`` folders), nothing else of the folders
+  they are installed in: the worker runs ``py/bin/pythonX.Y -S`` with
+  ``PYTHONPATH=code:site``, so the standard library, torch and benchkit are
+  imported under the same names everywhere, no ``.pth`` file (e.g. an editable
+  install's) runs, and what torch's import lists and reads (the folder's
+  entries; every distribution's metadata, scanned for entry points) is the same
+  whether torch lives in a full site-packages or in a virtualenv's;
 * ``run`` -> this batch's folder (specs, logs, dumps), ``files/`` -> the control
   extension and the C++ shards, ``torchscript/`` -> the artifacts (loaded by a
   path relative to the working directory, which is the place), ``inductor`` ->
   the torch.compile caches;
+* ``pyc`` -> the bytecode of every module the worker imports at start
+  (``PYTHONPYCACHEPREFIX``), compiled from the place's paths with hash-checked
+  headers before the batch (`Place.compile_bytecode`): an installation's own
+  ``.pyc`` files hold the path they were compiled at and their source's mtime,
+  and unmarshalling them allocated differently for a virtualenv's torch than
+  for the same torch installed elsewhere;
 * ``home/`` and ``tmp/``: an empty ``HOME`` and ``TMPDIR`` for every batch.
 
 Nothing here is a correction of counts: the worker is simply started the same way.
@@ -31,9 +41,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.machinery
+import importlib.metadata
 import os
+import re
 import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +66,32 @@ WORKER_MODULES = (
     "measure/callgrind/policy.py",
 )
 WORKER_PACKAGES = ("", "measure", "measure/callgrind")
+# The distributions the worker may import, with those they require (not extras).
+WORKER_DISTRIBUTIONS = ("torch", "numpy")
+SITE = "site"
+BYTECODE = "pyc"
+# Run by the place's Python (natively, before the batch): import the modules, then
+# write a hash-checked .pyc (valid for any mtime) for each one whose cache is missing
+# or stale. Its code objects hold the place's paths, as the worker's imports would.
+_COMPILE = """
+import importlib, importlib.util, os, py_compile, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+header = importlib.util.MAGIC_NUMBER + (3).to_bytes(4, "little")  # hash-based, checked
+for module in list(sys.modules.values()):
+    source = getattr(module, "__file__", None)
+    if not source or not source.endswith(".py") or not os.path.isabs(source):  # torch.ops's
+        continue
+    cached = importlib.util.cache_from_source(source)
+    try:
+        with open(source, "rb") as f, open(cached, "rb") as c:
+            if c.read(16) == header + importlib.util.source_hash(f.read()):
+                continue
+    except OSError:
+        pass
+    py_compile.compile(source, cfile=cached, doraise=False,
+                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+"""
 
 
 def counted_artifact(path: str) -> str:
@@ -66,7 +106,6 @@ class Place:
     def __init__(self, root: Path, lock: int) -> None:
         self.root = root
         self._lock = lock
-        self._import_dirs = 0
 
     @property
     def run(self) -> Path:
@@ -80,7 +119,9 @@ class Place:
             path.symlink_to(Path(target).resolve())
         return path
 
-    def prepare(self, batch_root: Path, inductor_root: Path, import_dirs: Sequence[Path]) -> None:
+    def prepare(self, batch_root: Path, inductor_root: Path, site: dict[str, Path], bytecode: Path) -> None:
+        """Fill the place; `site` is `worker_site`'s (name in ``site/`` -> target),
+        `bytecode` a folder kept for this torch build and counting code."""
         _clear(self.root)
         package = Path(__file__).resolve().parents[2]  # benchkit/
         code = self.root / "code" / "benchkit"
@@ -94,9 +135,11 @@ class Place:
         self.link(batch_root, "run")
         self.link(inductor_root, "inductor")
         self.link(Path(sys.base_prefix), "py")
-        for number, folder in enumerate(import_dirs):
-            self.link(folder, f"site{number}")
-        self._import_dirs = len(import_dirs)
+        bytecode.mkdir(parents=True, exist_ok=True)
+        self.link(bytecode, BYTECODE)
+        (self.root / SITE).mkdir()
+        for name, target in site.items():
+            self.link(target, SITE, *name.split("/"))
 
     def python(self) -> list[str]:
         """The worker's interpreter and its flags: the installation's own binary, under
@@ -110,15 +153,29 @@ class Place:
 
     def environment(self) -> dict[str, str]:
         """Where the worker finds Python, torch and its own code, and where it may write."""
-        sites = [str(self.root / f"site{n}") for n in range(self._import_dirs)]
         return {
             "HOME": str(self.root / "home"),
             "TMPDIR": str(self.root / "tmp"),
             "USER": "benchkit",
             "LOGNAME": "benchkit",
             "PYTHONHOME": str(self.root / "py"),
-            "PYTHONPATH": os.pathsep.join([str(self.root / "code"), *sites]),
+            "PYTHONPATH": os.pathsep.join([str(self.root / "code"), str(self.root / SITE)]),
+            "PYTHONPYCACHEPREFIX": str(self.root / BYTECODE),
         }
+
+    def compile_bytecode(self, env: dict[str, str], modules: Sequence[str]) -> str:
+        """Make sure ``pyc`` holds the bytecode of `modules` and all they import (the
+        worker then reads the same bytecode everywhere; modules it imports later are
+        compiled from source alike). Returns the error output, empty on success."""
+        env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}  # only the explicit hash-checked files
+        command = [*self.python(), "-c", _COMPILE, *modules]
+        try:
+            done = subprocess.run(
+                command, env=env, cwd=self.root, capture_output=True, text=True, timeout=900
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            return str(e)
+        return "" if done.returncode == 0 else done.stderr[-2000:]
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -175,3 +232,49 @@ def import_dirs(torch_dir: Path | None) -> list[Path]:
         if folder.is_dir() and folder.resolve() not in {f.resolve() for f in found}:
             found.append(folder)
     return found
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def worker_site(torch_dir: Path | None, folders: Sequence[Path]) -> dict[str, Path]:
+    """The entries of the place's ``site/`` (name -> target): for torch, numpy and the
+    distributions they require, found in `folders` (first on the path wins, as for
+    imports), each top-level package or module their RECORD lists and the
+    ``.dist-info`` folder. torch's import scans every distribution's metadata for
+    entry points and lists the folders it imports from: a whole site-packages
+    (hundreds of other distributions) left a heap that moved small cases by a few
+    instructions against a virtualenv holding torch alone."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    for dist in importlib.metadata.distributions(path=[str(f) for f in folders]):
+        found.setdefault(_normal(dist.metadata["Name"] or ""), dist)
+    site: dict[str, Path] = {}
+    done: set[str] = set()
+    todo = list(WORKER_DISTRIBUTIONS)
+    while todo:
+        name = _normal(todo.pop(0))
+        if name in done or name not in found:
+            continue
+        done.add(name)
+        dist = found[name]
+        for requirement in dist.requires or []:
+            if "extra" not in requirement.partition(";")[2]:  # optional extras stay out
+                todo.append(re.match(r"[A-Za-z0-9._-]+", requirement).group())  # type: ignore[union-attr]
+        for file in dist.files or []:
+            parts = file.parts
+            # Scripts in bin/; bytecode, which the worker reads from ``pyc`` only.
+            if not parts or parts[0] in ("..", "__pycache__"):
+                continue
+            target = Path(str(dist.locate_file(parts[0])))
+            # Folders (packages, numpy.libs, the .dist-info) and modules: not a .pth file
+            # (never run here) nor an installer's marker file, which differ by installer.
+            if len(parts) > 1 or parts[0].endswith(tuple(importlib.machinery.all_suffixes())):
+                site.setdefault(parts[0], target)
+        info = getattr(dist, "_path", None)  # the .dist-info folder (also without a RECORD)
+        if isinstance(info, Path):
+            site.setdefault(info.name, info)
+    if torch_dir is not None:  # an editable or source build's torch, outside any RECORD
+        site.setdefault("torch", torch_dir)
+    # Only entries that exist (a RECORD may list files removed since).
+    return {name: target for name, target in sorted(site.items()) if os.path.lexists(target)}

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchkit.measure.callgrind.batch import Batch, inductor_root, outcome
+from benchkit.measure.callgrind.batch import Batch, bytecode_root, inductor_root, outcome
 from benchkit.measure.callgrind.child import (
     COMPILE_MODULES,
     COMPILE_TEMPLATE_NAME,
@@ -31,7 +31,14 @@ from benchkit.measure.callgrind.child import (
 from benchkit.measure.callgrind.control import build_control_library, priming_copy
 from benchkit.measure.callgrind.dumps import LAYOUT_NOISE, TYPE_CACHE_MISS
 from benchkit.measure.callgrind.durations import load_durations, save_durations
-from benchkit.measure.callgrind.place import PLACE_PREFIX, PLACES, claim_place, counted_artifact, import_dirs
+from benchkit.measure.callgrind.place import (
+    PLACE_PREFIX,
+    PLACES,
+    claim_place,
+    counted_artifact,
+    import_dirs,
+    worker_site,
+)
 from benchkit.measure.callgrind.policy import (
     DEFAULT_CASE_TIMEOUT,
     MKL_INSTRUCTIONS,
@@ -327,10 +334,17 @@ def collect(
         place.close()
         raise
     try:
-        place.prepare(root, inductor_root(), import_dirs(torch_package_dir()))
+        torch_dir = torch_package_dir()
+        site = worker_site(torch_dir, import_dirs(torch_dir))
+        place.prepare(root, inductor_root(), site, bytecode_root())
         # The worker's names for the control extension and its priming copy.
         control_here = place.link(control, "files", control.name)
         place.link(priming, "files", priming.parent.name, priming.name)
+        # Natively, before any worker: the bytecode every worker reads at its start.
+        worker = ("benchkit.measure.callgrind.child", "torch", *COMPILE_MODULES)
+        failed = place.compile_bytecode(fixed_environment(place), worker)
+        if failed:
+            progress(f"compiling the worker's bytecode failed (it compiles its own): {failed}")
         if cpp_suite is None:
             from benchkit.measure.cpp.shards import CppSuite
 
