@@ -13,7 +13,9 @@ other, each with empty caches (``BENCHKIT_CACHE_DIR``, ``HOME``,
 directory, and environments of very different sizes (the long place adds a 20 kB
 variable). ``backfill`` makes a one-build history of the installed torch (its
 wheel) and runs ``benchkit backfill --workers 1`` on the cases of ``--filter``
-from a third clone, started from another folder. Results go to ``--out`` as JSON;
+from a third clone, started from another folder, then ``benchkit counts`` on the
+same selection from that clone (a filter lays out the C++ shards from the selected
+cases alone, so the whole suite's counts differ from a selection's). Results go to ``--out`` as JSON;
 ``report`` compares them and writes ``docs/measurements/place-independent-counts.md``.
 """
 
@@ -150,6 +152,17 @@ def cmd_backfill(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.label}-backfill.json").write_text(json.dumps(record, indent=1))
     print(f"{args.label} backfill: {seconds:.0f} s, {len(counts)} cases", flush=True)
+    # The same selection by `benchkit counts`: with a filter the C++ shards hold the
+    # selected cases alone, another library than the whole suite's, so only a count of
+    # the same selection tells the routes apart.
+    work = scratch / "counts-filtered"
+    env = _place_env(clone, work, 0)
+    out = work / "counts.json"
+    command = [sys.executable, "-m", "benchkit.cli", "counts", "--json", str(out), "--filter", args.filter]
+    seconds = _run(command, work, env)
+    record.update(place="filtered", seconds=round(seconds, 1), command=shlex.join(command))
+    record["counts"] = json.loads(out.read_text()) if out.exists() else {}
+    (args.out / f"{args.label}-filtered.json").write_text(json.dumps(record, indent=1))
 
 
 def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -210,7 +223,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         short, long = records.get(f"{label}-short"), records.get(f"{label}-long")
         if short and long:
             lines.append(_row(f"{label}: short vs long clone", compare(short["counts"], long["counts"])))
-        backfill = records.get(f"{label}-backfill")
+        backfill, filtered = records.get(f"{label}-backfill"), records.get(f"{label}-filtered")
+        if filtered and backfill:
+            result = compare(filtered["counts"], backfill["counts"])
+            lines.append(_row(f"{label}: `counts --filter` vs `backfill` (same selection)", result))
         if short and backfill:
             subset = {k: v for k, v in short["counts"].items() if k in backfill["counts"]}
             result = compare(subset, backfill["counts"])
