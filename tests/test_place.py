@@ -74,3 +74,21 @@ def test_counts_do_not_depend_on_the_place(tmp_path: Path) -> None:
             there[key]["instructions"],
             there[key]["repeats"],
         ), key
+
+
+def test_worker_site_holds_torch_and_its_requirements_only() -> None:
+    """The place's ``site/``: torch, numpy and what they require (with their
+    .dist-info), not the rest of the folders they are installed in."""
+    import importlib.metadata
+
+    from benchkit.measure.callgrind.place import import_dirs, worker_site
+    from benchkit.util import torch_package_dir
+
+    torch_dir = torch_package_dir()
+    site = worker_site(torch_dir, import_dirs(torch_dir))
+    assert site["torch"].resolve() == torch_dir.resolve()
+    assert any(n.startswith("torch-") and n.endswith(".dist-info") for n in site)
+    assert "typing_extensions.py" in site  # torch requires it
+    assert "pytest" not in site and "_pytest" not in site  # installed here, not required
+    assert not any(n.endswith(".pth") or n.startswith("__pycache__") for n in site)
+    assert len(site) < len(list(importlib.metadata.distributions())) * 3
