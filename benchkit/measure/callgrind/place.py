@@ -13,7 +13,7 @@ tenths of a percent. So a batch runs in a *place* of its own with a fixed name,
 * ``code/`` -- a copy of the few modules the worker imports, under their package
   names, with empty package ``__init__`` files;
 * ``py`` -> the interpreter's installation prefix (``PYTHONHOME``);
-* ``site/`` -- links to torch, numpy and the distributions they require (their
+* ``site/`` -- hard links to torch, numpy and the distributions they require (their
   packages, modules and ``.dist-info`` folders), nothing else of the folders
   they are installed in: the worker runs ``py/bin/pythonX.Y -S`` with
   ``PYTHONPATH=code:site``, so the standard library, torch and benchkit are
@@ -43,6 +43,7 @@ import contextlib
 import fcntl
 import importlib.machinery
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -69,6 +70,7 @@ WORKER_PACKAGES = ("", "measure", "measure/callgrind")
 # The distributions the worker may import, with those they require (not extras).
 WORKER_DISTRIBUTIONS = ("torch", "numpy")
 SITE = "site"
+SITE_STAMP = "site.json"
 BYTECODE = "pyc"
 # Run by the place's Python (natively, before the batch): import the modules, then
 # write a hash-checked .pyc (valid for any mtime) for each one whose cache is missing
@@ -137,9 +139,7 @@ class Place:
         self.link(Path(sys.base_prefix), "py")
         bytecode.mkdir(parents=True, exist_ok=True)
         self.link(bytecode, BYTECODE)
-        (self.root / SITE).mkdir()
-        for name, target in site.items():
-            self.link(target, SITE, *name.split("/"))
+        self._fill_site(site)
 
     def python(self) -> list[str]:
         """The worker's interpreter and its flags: the installation's own binary, under
@@ -163,6 +163,29 @@ class Place:
             "PYTHONPYCACHEPREFIX": str(self.root / BYTECODE),
         }
 
+    def _fill_site(self, site: dict[str, Path]) -> None:
+        """``site/`` as a tree of real folders and hard links (kept while `site` is the
+        same): torch reads ``/proc/self/maps`` and resolves its own path while it is
+        imported, and both show a file's real path, which a symbolic link would leave
+        the installation's. Symbolic links where hard links cannot be made (another
+        file system, another user's files)."""
+        root, stamp = self.root / SITE, self.root / SITE_STAMP
+        wanted = json.dumps({name: _identity(target) for name, target in site.items()}, sort_keys=True)
+        if root.is_dir() and stamp.exists() and stamp.read_text() == wanted:
+            return
+        stamp.unlink(missing_ok=True)
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        try:
+            for name, target in site.items():
+                _hard_link_tree(target.resolve(), root / name)
+        except OSError:
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            for name, target in site.items():
+                (root / name).symlink_to(target.resolve())
+        stamp.write_text(wanted)
+
     def compile_bytecode(self, env: dict[str, str], modules: Sequence[str]) -> str:
         """Make sure ``pyc`` holds the bytecode of `modules` and all they import (the
         worker then reads the same bytecode everywhere; modules it imports later are
@@ -183,9 +206,33 @@ class Place:
         os.close(self._lock)
 
 
+def _identity(target: Path) -> str:
+    info = target.stat()
+    return f"{target.resolve()} {info.st_ino} {info.st_mtime_ns}"
+
+
+def _hard_link_tree(source: Path, destination: Path) -> None:
+    """`source` (a folder or a file) at `destination`: folders made anew, in sorted
+    order (a small folder lists its entries in the order they were made), files hard
+    linked, bytecode caches left out (the worker reads ``pyc``)."""
+    if not source.is_dir():
+        os.link(source, destination)
+        return
+    destination.mkdir()
+    for entry in sorted(os.scandir(source), key=lambda e: e.name):
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), destination / entry.name)
+        elif entry.is_dir():
+            _hard_link_tree(Path(entry.path), destination / entry.name)
+        else:
+            os.link(entry.path, destination / entry.name)
+
+
 def _clear(root: Path) -> None:
     for entry in root.iterdir():
-        if entry.name == LOCK:
+        if entry.name in (LOCK, SITE, SITE_STAMP):  # the site tree is kept while it is the same
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
