@@ -37,7 +37,7 @@ from typing import Any
 from benchkit.errors import UserError
 from benchkit.history.build_step import BuildRecord, resolve_record_wheel
 from benchkit.history.fingerprint import counting_fingerprint, differences
-from benchkit.util import REPO_ROOT, cache_dir, file_lock
+from benchkit.util import REPO_ROOT, cache_dir, content_key, file_lock
 
 ENV_REQUIREMENTS = ("numpy", "tqdm")  # what the counting code imports besides torch (asv.conf.json's matrix)
 _COMPLETE = ".benchkit-complete"
@@ -64,31 +64,54 @@ def _tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def host_constraints() -> list[str]:
+    """``name==version`` of every distribution installed for this Python but torch and
+    pip: the environment gets the same versions of torch's dependencies as
+    ``benchkit counts`` run here imports (another typing_extensions or markupsafe is
+    other code, and moved counts)."""
+    import importlib.metadata
+
+    pins = {}
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name and name not in ("torch", "pip"):
+            pins.setdefault(name, f"{name}=={dist.version}")
+    return sorted(pins.values())
+
+
 def build_environment(wheel: Path, sha256: str) -> Path:
     """The Python of this host's environment for one wheel, made on first use."""
     root = cache_dir("backfill", "envs")
     env = root / sha256[:24]
     python = env / "bin" / "python"
+    constraints = host_constraints()
+    complete = f"{sha256}\n{content_key(*constraints)}"
     with file_lock(root / f"{sha256[:24]}.lock"):
         marker = env / _COMPLETE
-        if marker.exists() and marker.read_text() == sha256:
+        if marker.exists() and marker.read_text() == complete:
             return python
         shutil.rmtree(env, ignore_errors=True)  # a half-made environment from a killed worker
         pip_install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        pinned = root / f"{sha256[:24]}.constraints.txt"
+        pinned.write_text("".join(f"{line}\n" for line in constraints))
         steps = [
             [sys.executable, "-m", "virtualenv", "--quiet", str(env)],
-            [*pip_install, str(wheel), *ENV_REQUIREMENTS],
+            [*pip_install, "-c", str(pinned), str(wheel), *ENV_REQUIREMENTS],
             [str(python), "-m", "benchkit.cli.build_step", "verify", "--wheel", str(wheel)],
         ]
         for step in steps:
             done = _run(step, timeout=3600, cwd=REPO_ROOT)
+            if done.returncode != 0 and "-c" in step:
+                # An older wheel may need other versions than this host has: unpinned.
+                step = [a for a in step if a not in ("-c", str(pinned))]
+                done = _run(step, timeout=3600, cwd=REPO_ROOT)
             if done.returncode != 0:
                 shutil.rmtree(env, ignore_errors=True)
                 raise UserError(
                     f"preparing the environment for {wheel.name} failed: `{' '.join(step[:4])} ...` "
                     f"exited {done.returncode}\n{_tail(done.stdout + done.stderr)}"
                 )
-        (env / _COMPLETE).write_text(sha256)
+        (env / _COMPLETE).write_text(complete)
     return python
 
 

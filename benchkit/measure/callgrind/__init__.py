@@ -35,8 +35,10 @@ Determinism: the same case on the same build repeats exactly. What could move
 a count and what holds it still:
 
 * hash randomisation: ``PYTHONHASHSEED=0``; Python's `random` seeded per case;
-* environment size and contents, argv, working directory: the template gets a
-  fixed environment and command line, whatever the caller's;
+* the place (checkout, cache and installation paths, environment, argv,
+  working directory, HOME): the template runs in a fixed-name folder under
+  fixed names for its code, Python, torch and files, with a fixed environment
+  and command line, whatever the caller's (`place`);
 * address-space layout: ASLR off (``setarch -R``) where the kernel allows;
 * what ran before: each case is forked from the same template state; the
   template's fork loop does identical work per case (fixed-width protocol and
@@ -62,8 +64,8 @@ instructions about 100x slower than others, which made one 256x512x512 linear
 layer take ~10 s per execution; its counts then describe MKL's SSE kernels.
 
 Modules: `policy` (executions and repeats), `child` and `control` (what runs
-under valgrind: standard library and torch only), `template` (one valgrind
-process as the supervisor sees it), `supervisor` and `batch` (scheduling a batch,
+under valgrind: standard library and torch only), `place` (the canonical launch),
+`template` (one valgrind process as the supervisor sees it), `supervisor` and `batch` (scheduling a batch,
 reading its results), `dumps` (Callgrind's files), `count_cache` and `durations`
 (what earlier batches left), `profiles` (function-level profiles on disk), `metric`
 (asv's ``track_instructions``). C++ cases run counting functions compiled into the

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchkit.measure.callgrind.dumps import read_function_counts, standardize
+from benchkit.measure.callgrind.place import Place
 from benchkit.measure.callgrind.policy import (
     measured_dumps,
 )
@@ -35,6 +36,7 @@ class Batch:
     case_timeout: float
     progress: Callable[[str], None]
     cpp_suite: CppSuite  # where the C++ cases' counting functions are compiled
+    place: Place  # where the worker runs, under the same names in every batch
     specs: dict[int, dict[str, Any] | None] = dataclasses.field(default_factory=dict)  # None: not run
     preset: dict[int, CaseCount] = dataclasses.field(default_factory=dict)  # skipped, compile failed
     results: dict[int, CaseCount] = dataclasses.field(default_factory=dict)
@@ -93,8 +95,9 @@ def outcome(batch: Batch, index: int, status: int | None, pid: int, elapsed: flo
         missing = [str(d) for d in dumps if not d.exists()]
         if missing:
             return CaseCount(key, "failed", error=f"callgrind wrote no dump {missing}", seconds=elapsed)
-        compile_cache = inductor_root()
-        profiles = [standardize(read_function_counts(d), compile_cache) for d in dumps]
+        # Generated code is named by the real folder or the place's link to it.
+        compile_caches = (inductor_root(), batch.place.root / "inductor")
+        profiles = [standardize(read_function_counts(d), compile_caches) for d in dumps]
         totals = [sum(p.values()) for p in profiles]
         best = min(totals)
         chosen = profiles[totals.index(best)]
@@ -114,7 +117,21 @@ def outcome(batch: Batch, index: int, status: int | None, pid: int, elapsed: flo
 
 
 def inductor_root() -> Path:
-    """Per torch build, each case's torch.compile cache (`TORCHINDUCTOR_CACHE_DIR`)."""
-    from benchkit.util import torch_build_id
+    """Per torch build and counting code, each case's torch.compile cache
+    (`TORCHINDUCTOR_CACHE_DIR`): code compiled by another version of the worker (other
+    paths, another launch) may not load, and compiling in a counted run moves its count."""
+    from benchkit.measure.callgrind.count_cache import counting_code_key
+    from benchkit.util import content_key, torch_build_id
 
-    return cache_dir("callgrind", "inductor", torch_build_id())
+    return cache_dir("callgrind", "inductor", content_key(torch_build_id(), counting_code_key()))
+
+
+def bytecode_root() -> Path:
+    """Per torch build, Python and counting code, the bytecode the worker imports
+    (the place's ``pyc``, `PYTHONPYCACHEPREFIX`), kept across batches."""
+    import sys
+
+    from benchkit.measure.callgrind.count_cache import counting_code_key
+    from benchkit.util import content_key, torch_build_id
+
+    return cache_dir("callgrind", "pyc", content_key(torch_build_id(), counting_code_key(), sys.version))

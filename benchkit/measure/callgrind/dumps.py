@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -142,11 +142,12 @@ def _standard_name(raw: str) -> str | None:
     return _STANDARD_NAMES[raw]
 
 
-def standardize(counts: Mapping[str, int], inductor_root: Path | None = None) -> dict[str, int]:
+def standardize(counts: Mapping[str, int], inductor_roots: Sequence[Path] = ()) -> dict[str, int]:
     """Exclusive counts under torch's standardized names (`_standard_name`), noisy
     symbols dropped. Code that torch.compile generated into a case's cache folder
-    under `inductor_root` is named without that (per-build, per-case) folder."""
-    generated = re.compile(re.escape(str(inductor_root)) + r"/[0-9a-f]+/") if inductor_root else None
+    under one of `inductor_roots` is named without that (per-build, per-case) folder."""
+    roots = "|".join(re.escape(str(root)) for root in inductor_roots)
+    generated = re.compile(f"(?:{roots})" + r"/[0-9a-f]+/") if roots else None
     merged: dict[str, int] = {}
     for raw, count in counts.items():
         name = _standard_name(raw)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchkit.measure.callgrind.batch import Batch, inductor_root, outcome
+from benchkit.measure.callgrind.batch import Batch, bytecode_root, inductor_root, outcome
 from benchkit.measure.callgrind.child import (
     COMPILE_MODULES,
     COMPILE_TEMPLATE_NAME,
@@ -31,6 +31,14 @@ from benchkit.measure.callgrind.child import (
 from benchkit.measure.callgrind.control import build_control_library, priming_copy
 from benchkit.measure.callgrind.dumps import LAYOUT_NOISE, TYPE_CACHE_MISS
 from benchkit.measure.callgrind.durations import load_durations, save_durations
+from benchkit.measure.callgrind.place import (
+    PLACE_PREFIX,
+    PLACES,
+    claim_place,
+    counted_artifact,
+    import_dirs,
+    worker_site,
+)
 from benchkit.measure.callgrind.policy import (
     DEFAULT_CASE_TIMEOUT,
     MKL_INSTRUCTIONS,
@@ -49,7 +57,7 @@ from benchkit.measure.callgrind.template import (
     template_command,
     warm_up_fork_loop,
 )
-from benchkit.util import atomic_write_bytes, cache_dir, torch_build_id
+from benchkit.util import atomic_write_bytes, cache_dir, torch_build_id, torch_package_dir
 
 if TYPE_CHECKING:
     from benchkit.define.expand import Case
@@ -247,7 +255,7 @@ def _write_spec(batch: Batch, index: int, compile_errors: Mapping[str, str]) -> 
         "language": args.language.name,
         "num_threads": args.num_threads,
         "warmup": WARMUP,
-        "inductor_dir": str(inductor_root() / case.fingerprint),
+        "inductor_dir": str(batch.place.link(inductor_root(), "inductor") / case.fingerprint),
     }
     if args.language is Language.CPP:
         snippet = Snippet.of(args)
@@ -256,9 +264,16 @@ def _write_spec(batch: Batch, index: int, compile_errors: Mapping[str, str]) -> 
             error = compile_errors.get(snippet.key, "C++ shard was not built")
             preset[index] = CaseCount(case.key, "failed", error=error)
             return
-        spec.update(module=found[0], library=str(found[1]), function=snippet.count_function_name)
+        library = batch.place.link(found[1], "files", found[1].name)
+        spec.update(module=found[0], library=str(library), function=snippet.count_function_name)
     else:
-        spec.update(stmt=args.stmt, setup=args.setup)
+        setup = args.setup
+        if args.torchscript is not None:
+            setup = setup.replace(args.torchscript.path, counted_artifact(args.torchscript.path))
+        spec.update(stmt=args.stmt, setup=setup)
+    if args.torchscript is not None:
+        # Loaded by a path relative to the worker's working directory, the place.
+        batch.place.link(Path(args.torchscript.path), counted_artifact(args.torchscript.path))
     specs[index] = spec
     (batch.root / "cases" / f"{case.fingerprint}.json").write_text(json.dumps(spec))
 
@@ -310,8 +325,26 @@ def collect(
         priming.parent.mkdir(exist_ok=True)
         atomic_write_bytes(priming, control.read_bytes())
     cases = list(cases)
-    root, lock = _claim_batch_dir(cache_dir("callgrind", "runs"))
+    place = claim_place()
+    if place is None:
+        raise ValgrindUnavailable(f"no free {PLACES}/{PLACE_PREFIX}NN folder of this user to count in")
     try:
+        root, lock = _claim_batch_dir(cache_dir("callgrind", "runs"))
+    except BaseException:
+        place.close()
+        raise
+    try:
+        torch_dir = torch_package_dir()
+        site = worker_site(torch_dir, import_dirs(torch_dir))
+        place.prepare(root, inductor_root(), site, bytecode_root())
+        # The worker's names for the control extension and its priming copy.
+        control_here = place.link(control, "files", control.name)
+        place.link(priming, "files", priming.parent.name, priming.name)
+        # Natively, before any worker: the bytecode every worker reads at its start.
+        worker = ("benchkit.measure.callgrind.child", "torch", *COMPILE_MODULES)
+        failed = place.compile_bytecode(fixed_environment(place), worker)
+        if failed:
+            progress(f"compiling the worker's bytecode failed (it compiles its own): {failed}")
         if cpp_suite is None:
             from benchkit.measure.cpp.shards import CppSuite
 
@@ -323,11 +356,14 @@ def collect(
             case_timeout,
             progress,
             cpp_suite,
+            place,
             keep_files=keep_files,
         )
         aslr = aslr_prefix()
         jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases) or 1))
-        infos, errors = _run_batch(batch, jobs, template_command(aslr, root, control), fixed_environment())
+        infos, errors = _run_batch(
+            batch, jobs, template_command(aslr, place, control_here), fixed_environment(place)
+        )
         if errors and not any(infos):
             raise errors[0]
         for index in range(len(cases)):
@@ -343,6 +379,7 @@ def collect(
             "cpu_capability_native": torch.backends.cpu.get_cpu_capability(),
             "mkl_enable_instructions": MKL_INSTRUCTIONS,
             "aslr": "disabled" if aslr else "enabled",
+            "place": str(place.root),
             "torch": info.get("torch", torch.__version__),
             "torch_git": info.get("torch_git", ""),
             "torch_build_id": torch_build_id(),
@@ -364,6 +401,7 @@ def collect(
         if not keep_files:
             shutil.rmtree(root, ignore_errors=True)
         os.close(lock)
+        place.close()
 
 
 def _work_units(batch: Batch, runnable: list[int], durations: Mapping[str, float]) -> list[list[int]]:
@@ -397,7 +435,7 @@ def _run_batch(
     def worker() -> None:
         log = batch.root / f"worker{next(slots)}.log"
         try:
-            infos.append(_drive(batch, work, lambda: Template(batch.root, command, env, log)))
+            infos.append(_drive(batch, work, lambda: Template(batch.place.root, command, env, log)))
         except BaseException as e:  # surfaced after the other workers finish
             errors.append(e)
 

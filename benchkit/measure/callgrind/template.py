@@ -12,7 +12,6 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -20,17 +19,17 @@ from typing import Any
 
 from benchkit.measure.callgrind.child import WARM_UP_NAME
 from benchkit.measure.callgrind.dumps import TYPE_CACHE_MISS
+from benchkit.measure.callgrind.place import Place
 from benchkit.measure.callgrind.policy import MKL_INSTRUCTIONS, TEMPLATE_START_TIMEOUT
 from benchkit.measure.callgrind.results import ValgrindUnavailable
-from benchkit.util import child_env
 
 
-def fixed_environment() -> dict[str, str]:
+def fixed_environment(place: Place) -> dict[str, str]:
     """The whole environment of a worker: the same size and contents for every batch,
-    whoever starts it (the CLI, asv, a test), so the stack and environ start alike."""
+    whoever starts it (the CLI, asv, a test, a backfill worker) and wherever (see `place`),
+    so the stack, environ and every path the worker holds start alike."""
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/"),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
         "PYTHONHASHSEED": "0",
@@ -40,12 +39,14 @@ def fixed_environment() -> dict[str, str]:
         "MKL_ENABLE_INSTRUCTIONS": MKL_INSTRUCTIONS,
         # No compile-worker pool forked from inside valgrind for torch.compile cases.
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        # Each child sets its case's own; this one only keeps torch's default (a
+        # user-named folder in TMPDIR) out of the template.
+        "TORCHINDUCTOR_CACHE_DIR": str(place.root / "tmp" / "inductor"),
+        **place.environment(),
     }
     # Needed to find torch at all in some installs; constant for one installation.
     if os.environ.get("LD_LIBRARY_PATH"):
         env["LD_LIBRARY_PATH"] = os.environ["LD_LIBRARY_PATH"]
-    # This checkout first, so the template imports it in any asv environment.
-    env["PYTHONPATH"] = child_env()["PYTHONPATH"]
     return env
 
 
@@ -69,7 +70,7 @@ class TemplateDied(Exception):
 class Template:
     """One valgrind'ed template process and the thread reading its protocol lines."""
 
-    def __init__(self, root: Path, command: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, cwd: Path, command: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
         with open(log, "ab") as log_file:
             self.process = subprocess.Popen(
@@ -78,7 +79,7 @@ class Template:
                 stdout=subprocess.PIPE,
                 stderr=log_file,
                 env=env,
-                cwd=root,
+                cwd=cwd,
                 start_new_session=True,
             )
         self.lines: queue.Queue[str | None] = queue.Queue()
@@ -167,7 +168,10 @@ def start_template(make_template: Callable[[], Template]) -> tuple[Template, dic
     raise AssertionError("unreachable")
 
 
-def template_command(aslr: list[str], root: Path, control: Path) -> list[str]:
+def template_command(aslr: list[str], place: Place, control: Path) -> list[str]:
+    """valgrind running the worker in `place` (its names for the batch folder and the
+    control extension: argv is the same in every place)."""
+    root = place.run
     return [
         *aslr,
         shutil.which("valgrind") or "valgrind",
@@ -185,7 +189,7 @@ def template_command(aslr: list[str], root: Path, control: Path) -> list[str]:
         "--dump-line=no",
         f"--callgrind-out-file={root}/cg.%p",
         f"--log-file={root}/valgrind.%p.log",
-        sys.executable,
+        *place.python(),
         "-m",
         "benchkit.measure.callgrind.child",
         str(root),

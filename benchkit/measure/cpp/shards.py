@@ -38,6 +38,7 @@ from typing import Any
 
 from benchkit.define.api import Language, TimerArgs
 from benchkit.errors import UserError
+from benchkit.measure.callgrind.place import counted_artifact
 from benchkit.measure.cpp.pch import (
     PchFailed,
     build_precompiled_header,
@@ -138,12 +139,18 @@ class Snippet:
     setup: str
     global_setup: str
     num_threads: int
+    # The counting function's setup: a TorchScript artifact is loaded by its path
+    # relative to the Callgrind worker's place (the same everywhere), not the cache's.
+    count_setup: str | None = None
 
     @classmethod
     def of(cls, args: TimerArgs) -> Snippet:
         if args.language is not Language.CPP:
             raise ValueError("only C++ cases are compiled")
-        return cls(args.stmt, args.setup, args.global_setup, args.num_threads)
+        count_setup = None
+        if args.torchscript is not None:
+            count_setup = args.setup.replace(args.torchscript.path, counted_artifact(args.torchscript.path))
+        return cls(args.stmt, args.setup, args.global_setup, args.num_threads, count_setup)
 
     @property
     def key(self) -> str:
@@ -172,16 +179,12 @@ class Shard:
     def source(self) -> str:
         bodies, exports = [], []
         for s in self.snippets:
-            parts = {
-                "threads": s.num_threads,
-                "setup": textwrap.indent(s.setup, "  "),
-                "stmt": textwrap.indent(s.stmt, "    "),
-            }
-            for template, name in (
-                (_TIMEIT_FUNCTION, s.function_name),
-                (_COUNT_FUNCTION, s.count_function_name),
+            parts = {"threads": s.num_threads, "stmt": textwrap.indent(s.stmt, "    ")}
+            for template, name, setup in (
+                (_TIMEIT_FUNCTION, s.function_name, s.setup),
+                (_COUNT_FUNCTION, s.count_function_name, s.count_setup or s.setup),
             ):
-                bodies.append(template.format(name=name, **parts))
+                bodies.append(template.format(name=name, setup=textwrap.indent(setup, "  "), **parts))
                 exports.append(f'  m.def("{name}", &{name});')
         exported = "\n".join(exports)
         return (
