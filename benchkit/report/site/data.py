@@ -308,8 +308,9 @@ def listed(c: check.Comparison) -> bool:
     """Whether the Changes page lists `c` (see `LISTED_ORDER`)."""
     if c.status in CHANGED_STATUSES:
         return True
-    reached = c.ratio is not None and abs(math.log(c.ratio)) > math.log1p(c.threshold)
-    return c.status == "can't tell" and reached
+    if c.status != "can't tell" or c.ratio is None or not c.ratio > 0 or not c.threshold > -1:
+        return False  # a record with no meaningful ratio (a 0/1 cache state, say) reaches nothing
+    return abs(math.log(c.ratio)) > math.log1p(c.threshold)
 
 
 def machine_history(data: SiteData, machine: str) -> list[ResultSet]:
