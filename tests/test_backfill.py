@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.asv_project import LINEAR, RELU, AsvProject, make_project
-from support.wheels import LOCAL_WHEEL, slow_linear_wheel
+from support.wheels import LOCAL_WHEEL, slow_linear_wheel, twice_patch
 
 from benchkit.define.expand import asv_class_name
 from benchkit.define.loader import load_cases
@@ -33,19 +33,7 @@ from benchkit.history.wheels import patch_wheel_module
 from benchkit.util import cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RELU_PATCH = """
-
-# benchkit test build: ReLU applies itself twice.
-_benchkit_relu_forward = ReLU.forward
-
-
-def _benchkit_relu_forward_twice(self, input):
-    _benchkit_relu_forward(self, input)
-    return _benchkit_relu_forward(self, input)
-
-
-ReLU.forward = _benchkit_relu_forward_twice
-"""
+RELU_PATCH = twice_patch("ReLU")
 
 
 def slow_relu_wheel(folder: Path) -> Path:

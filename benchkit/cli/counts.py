@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.cli.cases import add_selection
+from benchkit.cli.options import add_profile_options
 from benchkit.measure.callgrind.policy import DEFAULT_CASE_TIMEOUT
 from benchkit.measure.callgrind.profiles import PROFILE_FILE, profile_path
 from benchkit.measure.callgrind.results import BatchResult, ValgrindUnavailable
@@ -68,17 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     add_selection(parser)
     parser.add_argument("--json", type=Path, metavar="OUT", help='write {case: {"instructions": N, ...}}')
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help=f"also save the function-level profile of every case as --profile-dir/{PROFILE_FILE}",
-    )
-    parser.add_argument(
-        "--profile-dir",
-        type=Path,
-        default=Path("log"),
-        metavar="DIR",
-        help="where --profile writes (default: ./log)",
+    add_profile_options(
+        parser, f"also save the function-level profile of every case as --profile-dir/{PROFILE_FILE}"
     )
     parser.add_argument("--jobs", type=int, help="valgrind workers (default: one per core)")
     parser.add_argument(

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit.cli.options import add_profile_options
 from benchkit.errors import UserError
 from benchkit.measure.operators.suite import OperatorOutcome, measure_operators, warm_up_compiler
 from benchkit.measure.operators.summary import OperatorSummary, render_csv, summarize, summary_backend_names
@@ -169,18 +170,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--inp-file", default=None, help="an operator-input log to use instead of --suite")
     parser.add_argument("--start-idx", type=int, default=0, help="skip this many inputs per operator")
     parser.add_argument("--channels-last", action="store_true", help="make 4-d inputs channels-last")
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="record a torch.profiler trace per operator under --profile-dir",
-    )
-    parser.add_argument(
-        "--profile-dir",
-        type=Path,
-        default=Path("log"),
-        metavar="DIR",
-        help="where --profile writes (default: ./log)",
-    )
+    add_profile_options(parser, "record a torch.profiler trace per operator under --profile-dir")
     parser.add_argument(
         "--output-dir",
         type=Path,

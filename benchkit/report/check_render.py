@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 from benchkit.report.check_config import METRIC_LABELS, METRICS, CheckConfig
 from benchkit.report.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
-from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported)
-    FAILS_GATE,
+from benchkit.report.check_status import (
     LOST_ON_HEAD,
     NOT_JUDGED,
     NUMERIC_STATUSES,

@@ -54,19 +54,24 @@ def make_fake_torch_wheel(
     return path
 
 
-LINEAR_PATCH = """
+def twice_patch(cls: str) -> str:
+    """Source appended to a torch module so that `cls.forward` computes its result twice."""
+    return f"""
 
-# benchkit test build: an injected regression -- Linear computes its result twice.
-_benchkit_linear_forward = Linear.forward
-
-
-def _benchkit_linear_forward_twice(self, input):
-    _benchkit_linear_forward(self, input)
-    return _benchkit_linear_forward(self, input)
+# benchkit test build: an injected regression -- {cls} computes its result twice.
+_benchkit_{cls.lower()}_forward = {cls}.forward
 
 
-Linear.forward = _benchkit_linear_forward_twice
+def _benchkit_{cls.lower()}_forward_twice(self, input):
+    _benchkit_{cls.lower()}_forward(self, input)
+    return _benchkit_{cls.lower()}_forward(self, input)
+
+
+{cls}.forward = _benchkit_{cls.lower()}_forward_twice
 """
+
+
+LINEAR_PATCH = twice_patch("Linear")
 
 
 def slow_linear_wheel(folder: Path) -> Path:
