@@ -228,10 +228,10 @@ def _run_main_job(
             for pick in picks:
                 progress.note(f"torch {pick.record.torch_version}: {pick.how}")
         tags = repo.tags_by_commit()
-        rows = history.history_rows(repo)
-        for row in rows:
-            if row[0] == history.MAIN_BRANCH:
-                progress.note(f"{row[1]}  torch {row[3]}  built {row[2]}  git_version {row[4]}")
+        for row in history.history_rows(repo):
+            if row.branch == history.MAIN_BRANCH:
+                built = f"built {row.built}  git_version {row.git_version}"
+                progress.note(f"{row.commit}  torch {row.torch}  {built}")
         main_commits = repo.commits(history.MAIN_BRANCH)
 
     progress.step(2, "asv machine description")

@@ -84,9 +84,9 @@ def test_add_on_a_branch_starts_at_main_and_lists(tmp_path: Path) -> None:
     assert _git(repo.path, "rev-parse", f"{pr_commit}^") == repo.branch_tip("main")
     assert _git(repo.path, "rev-list", "-n1", "torch-1.0-2") == pr_commit  # version tag taken: numbered
     rows = history.history_rows(repo)
-    assert [(r[0], r[3], r[5]) for r in rows] == [
-        ("main", "1.0", "torch-1.0"),
-        ("my-pr", "1.0 [my PR]", "torch-1.0-2"),
+    assert [(r.branch, r.torch, r.tags) for r in rows] == [
+        ("main", "1.0", ("torch-1.0",)),
+        ("my-pr", "1.0 [my PR]", ("torch-1.0-2",)),
     ]
 
     result = _cli("list", "--repo", str(repo.path))

@@ -10,6 +10,7 @@ from benchkit.history.defaults import pick_default_builds
 from benchkit.history.repo import (
     MAIN_BRANCH,
     HistoryRepo,
+    HistoryRow,
     add_build,
     describe_refs,
     history_rows,
@@ -84,11 +85,11 @@ def _cmd_head(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_rows(rows: Sequence[tuple[str, ...]]) -> None:
-    header = ("branch", "commit", "built", "torch", "git_version", "tags")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+def _print_rows(rows: Sequence[HistoryRow]) -> None:
+    table = [HistoryRow.HEADER, *(row.cells() for row in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(HistoryRow.HEADER))]
+    for line in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -309,8 +309,25 @@ def init_history_records(repo: HistoryRepo, records: Sequence[BuildRecord]) -> l
     return added
 
 
-def history_rows(repo: HistoryRepo) -> list[tuple[str, str, str, str, str, str]]:
-    """(branch, commit, date, version, git_version, tags) for every build, main first."""
+@dataclasses.dataclass(frozen=True)
+class HistoryRow:
+    """One build of the history as `benchkit history list` shows it."""
+
+    branch: str
+    commit: str  # abbreviated
+    built: str
+    torch: str  # the version, with the build's note in brackets
+    git_version: str  # abbreviated
+    tags: tuple[str, ...]
+
+    HEADER = ("branch", "commit", "built", "torch", "git_version", "tags")
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.branch, self.commit, self.built, self.torch, self.git_version, ",".join(self.tags))
+
+
+def history_rows(repo: HistoryRepo) -> list[HistoryRow]:
+    """Every build, main's first."""
     repo.require()
     tags = repo.tags_by_commit()
     rows = []
@@ -321,13 +338,13 @@ def history_rows(repo: HistoryRepo) -> list[tuple[str, str, str, str, str, str]]
         for commit in repo.commits(revision_range):
             record = repo.record(commit)
             rows.append(
-                (
-                    branch,
-                    commit[:12],
-                    record.build_date,
-                    record.torch_version + (f" [{record.note}]" if record.note else ""),
-                    record.git_version[:12],
-                    ",".join(tags.get(commit, [])),
+                HistoryRow(
+                    branch=branch,
+                    commit=commit[:12],
+                    built=record.build_date,
+                    torch=record.torch_version + (f" [{record.note}]" if record.note else ""),
+                    git_version=record.git_version[:12],
+                    tags=tuple(tags.get(commit, [])),
                 )
             )
     return rows
