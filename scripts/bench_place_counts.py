@@ -25,7 +25,9 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -231,11 +233,24 @@ def cmd_report(args: argparse.Namespace) -> None:
             subset = {k: v for k, v in short["counts"].items() if k in backfill["counts"]}
             result = compare(subset, backfill["counts"])
             lines.append(_row(f"{label}: `counts` (short clone) vs `backfill`", result))
-    lines += ["", "## Cost", "", "| code | short clone s | long clone s |", "| --- | --- | --- |"]
-    for label in ("before", "after"):
-        short, long = records.get(f"{label}-short"), records.get(f"{label}-long")
-        if short and long:
-            lines.append(f"| {label} | {short['seconds']} | {long['seconds']} |")
+    lines += [
+        "",
+        "## Cost",
+        "",
+        "Wall seconds of whole-suite `benchkit counts` runs (`counts --label before`, `before2`, ... "
+        "are repeats of the same code; run them one after another on an otherwise idle machine).",
+        "",
+        "| code | runs | seconds of each run | mean s |",
+        "| --- | --- | --- | --- |",
+    ]
+    means = {}
+    for code in ("before", "after"):
+        runs = [r["seconds"] for name, r in records.items() if re.fullmatch(rf"{code}\d*-(short|long)", name)]
+        if runs:
+            means[code] = statistics.fmean(runs)
+            lines.append(f"| {code} | {len(runs)} | {', '.join(map(str, runs))} | {means[code]:.1f} |")
+    if len(means) == 2:
+        lines += ["", f"after / before: {100 * (means['after'] / means['before'] - 1):+.1f} % (means)"]
     DOC.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

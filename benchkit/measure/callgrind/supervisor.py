@@ -34,6 +34,7 @@ from benchkit.measure.callgrind.durations import load_durations, save_durations
 from benchkit.measure.callgrind.place import (
     PLACE_PREFIX,
     PLACES,
+    Place,
     claim_place,
     counted_artifact,
     import_dirs,
@@ -333,6 +334,7 @@ def collect(
     except BaseException:
         place.close()
         raise
+    bytecode: _Prelude | None = None
     try:
         torch_dir = torch_package_dir()
         site = worker_site(torch_dir, import_dirs(torch_dir))
@@ -340,11 +342,9 @@ def collect(
         # The worker's names for the control extension and its priming copy.
         control_here = place.link(control, "files", control.name)
         place.link(priming, "files", priming.parent.name, priming.name)
-        # Natively, before any worker: the bytecode every worker reads at its start.
-        worker = ("benchkit.measure.callgrind.child", "torch", *COMPILE_MODULES)
-        failed = place.compile_bytecode(fixed_environment(place), worker)
-        if failed:
-            progress(f"compiling the worker's bytecode failed (it compiles its own): {failed}")
+        # Natively, before any worker starts: the bytecode every worker reads at its start.
+        # It compiles on one core while the batch is prepared (specs, C++ shards).
+        bytecode = _Prelude(place, ("benchkit.measure.callgrind.child", "torch", *COMPILE_MODULES), progress)
         if cpp_suite is None:
             from benchkit.measure.cpp.shards import CppSuite
 
@@ -362,7 +362,7 @@ def collect(
         aslr = aslr_prefix()
         jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases) or 1))
         infos, errors = _run_batch(
-            batch, jobs, template_command(aslr, place, control_here), fixed_environment(place)
+            batch, jobs, template_command(aslr, place, control_here), fixed_environment(place), bytecode.wait
         )
         if errors and not any(infos):
             raise errors[0]
@@ -398,6 +398,8 @@ def collect(
         counts = {cases[i].key: batch.results[i] for i in range(len(cases))}
         return BatchResult(counts, metadata, time.monotonic() - start)
     finally:
+        if bytecode is not None:  # its compiler writes into the place until it ends
+            bytecode.wait()
         if not keep_files:
             shutil.rmtree(root, ignore_errors=True)
         os.close(lock)
@@ -420,10 +422,27 @@ def _work_units(batch: Batch, runnable: list[int], durations: Mapping[str, float
     return sorted(units, key=lambda unit: -seconds(unit))
 
 
+class _Prelude:
+    """The place's bytecode, compiled on a thread of its own; workers wait for it."""
+
+    def __init__(self, place: Place, modules: Sequence[str], progress: Callable[[str], None]) -> None:
+        self._place, self._modules, self._progress = place, modules, progress
+        self._thread = threading.Thread(target=self._compile, name="benchkit-bytecode", daemon=True)
+        self._thread.start()
+
+    def _compile(self) -> None:
+        failed = self._place.compile_bytecode(fixed_environment(self._place), self._modules)
+        if failed:
+            self._progress(f"compiling the worker's bytecode failed (it compiles its own): {failed}")
+
+    def wait(self) -> None:
+        self._thread.join()
+
+
 def _run_batch(
-    batch: Batch, jobs: int, command: list[str], env: dict[str, str]
+    batch: Batch, jobs: int, command: list[str], env: dict[str, str], ready: Callable[[], None]
 ) -> tuple[list[dict[str, Any]], list[BaseException]]:
-    """Templates start importing torch under valgrind while the cases are prepared;
+    """Templates start importing torch under valgrind (once `ready` returns) while the cases are prepared;
     then they take cases from one queue, longest first (see `_prepare_cases` for
     when the C++ cases join it), and a parser thread reads the dumps.
     Returns the templates' self-descriptions and worker errors."""
@@ -435,6 +454,7 @@ def _run_batch(
     def worker() -> None:
         log = batch.root / f"worker{next(slots)}.log"
         try:
+            ready()
             infos.append(_drive(batch, work, lambda: Template(batch.place.root, command, env, log)))
         except BaseException as e:  # surfaced after the other workers finish
             errors.append(e)
