@@ -156,14 +156,14 @@ def split_rounds(samples: Sequence[float], rounds: int = 2) -> list[list[float]]
 
 # ---------------------------------------------------------------- rounds: processes as replicates
 #
-# Wall time varies more between processes than within one: each asv round is a fresh
-# process (its own memory layout, and minutes apart from the other rounds), and its
-# samples agree within ~1 % while the rounds of one build spread by 1.5-4 % (measured:
-# docs/verdicts.md). So a wall-time comparison treats each round as one observation, the
-# median of its samples, and compares the two builds' rounds with Yuen's test: Welch's
-# t-test on 20 % trimmed means with winsorized variances (Yuen 1974). Trimming keeps one
-# disturbed round (+48 % seen here, other processes on the cores) from deciding, where a
-# plain t-test loses its power and a rank test its significance.
+# Wall time varies more between processes than within one: each asv round is a fresh process
+# (its own memory layout, and minutes apart from the other rounds), and its samples agree
+# more closely than the rounds of one build do (docs/verdicts.md;
+# `scripts/bench_verdicts.py` measures both). So a wall-time comparison treats each round as
+# one observation, the median of its samples, and compares the two builds' rounds with
+# Yuen's test: Welch's t-test on 20 % trimmed means with winsorized variances (Yuen 1974).
+# Trimming keeps one disturbed round (say one slowed by other processes on the cores) from
+# deciding, where a plain t-test loses its power and a rank test its significance.
 
 ROUND_TRIM = 0.2
 MIN_ROUNDS = 7  # per side: below it the trimmed variance rests on too few processes

@@ -36,7 +36,7 @@ from benchkit.errors import UserError
 from benchkit.history.wheels import dist_info_member
 from benchkit.util import cache_dir, content_key
 
-# Unpacked trees kept (a torch build takes 0.7-1.5 GB): the builds of one run and a few more.
+# Unpacked trees kept (an unpacked torch build is large): the builds of one run and a few more.
 TREES_KEPT = 4
 _NOT_LINKED = {"bin"}  # console scripts pip wrote for the unpacking interpreter
 _PIP = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--quiet"]

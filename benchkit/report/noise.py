@@ -55,8 +55,9 @@ COUNTS_METHOD = "track_instructions"
 MIN_SAMPLES = 5  # per side, for a within-run spread
 MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
 MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spread
-# Callgrind counts of one build repeat to ~0.003 %; three times that, so only a noisier
-# history (e.g. allocator-dependent counts) widens it.
+# A prior a little above the run-to-run spread of one build's Callgrind counts
+# (`scripts/bench_callgrind.py` measures it), so only a noisier history (e.g.
+# allocator-dependent counts) widens it.
 INSTRUCTIONS_SIGMA = 1e-4
 SHIFT_P = 0.001  # sign test across benchmarks: how lopsided a common shift must be
 SPREAD_FACTOR = 3.0  # median spread ratio that marks a disturbed machine (see `spread_shift`)
@@ -142,8 +143,8 @@ def history_sigmas(
     (a de-facto A/A pair); a wall time without a count uses every pair. A wall time with
     fewer than MIN_PAIRS pairs of its own gets the machine's: the pooled spread of every
     wall time's pairs. Between two builds a benchmark moves by more than its samples and
-    rounds show (each build is another process, another memory layout: measured here,
-    single benchmarks of identical builds differed by up to 9 % with 1-2 % sample noise),
+    rounds show (each build is another process, another memory layout: single benchmarks of
+    identical builds can differ by several times their sample noise),
     and only pairs of builds show that.
     """
     diffs: dict[Key, list[float]] = {}
@@ -281,9 +282,9 @@ class EnvShift:
 def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], str]) -> EnvShift | None:
     """One side's wall-time samples far more spread than the other's, for most benchmarks at
     once: a disturbed machine (other processes competing for the cores), whose benchmarks
-    each move by their own factor, so no common level shift shows. Measured on this kind of
-    machine: identical builds differ in median spread by at most ×2.4, a build measured with
-    busy loops on every core by ×3.7 to ×9.7."""
+    each move by their own factor, so no common level shift shows. SPREAD_FACTOR lies between the
+    spread ratios of identical builds and those of a build measured with busy loops on every
+    core, as `scripts/bench_verdicts.py` measures them."""
     ratios = []
     for key, after in head.measurements.items():
         before = base.measurements.get(key)

@@ -7,8 +7,9 @@ times of builds whose inductor cache states differed.
   ("measure again"); instruction counts are judged as usual.
 * **cache state differed**: the operator suite records with each compile time whether the
   compile found its kernels in inductor's cache (``track_compile_cache_hit``: 1 warm, 0 cold).
-  A compile of -95 % between a cold and a warm build only shows which one compiled; such a
-  compile-time difference is not judged. The cache record itself is no performance number.
+  A compile time that falls by nearly all of itself between a cold and a warm build
+  only shows which one compiled; such a compile-time difference is not judged. The cache
+  record itself is no performance number.
 
 Neither is "no regression": both make the gate's exit status 2 (see `benchkit.report.check`).
 """

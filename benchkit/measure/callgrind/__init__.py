@@ -1,12 +1,12 @@
 """Callgrind instruction counts for many cases in a few valgrind processes.
 
 `Timer.collect_callgrind` starts one valgrind process per statement and imports
-torch in it with instrumentation on: most of its ~50 s per statement is that
-import. Here a batch of cases runs like this:
+torch in it with instrumentation on: that import is most of its time per
+statement. Here a batch of cases runs like this:
 
 * **Few valgrind processes.** One *template* Python process per core runs under
   ``valgrind --tool=callgrind --instr-atstart=no``; it imports torch once,
-  uninstrumented (~15 s instead of ~60 s).
+  uninstrumented (a fraction of the instrumented import's time).
 * **One fork per case.** The template forks a child per case. Every child
   starts from the same post-import state, so a case's count does not depend on
   which cases ran before it, on the shard it landed in, or on ``--filter``.
@@ -17,14 +17,15 @@ import. Here a batch of cases runs like this:
   ``CALLGRIND_START_INSTRUMENTATION`` (which throws away all translated code)
   is cheap; it then runs a small fixed workload (eager ops, autograd, a
   TorchScript load, an extension load) whose translations every child
-  inherits for its uninstrumented setup (a third less time per batch). Setup
+  inherits for its uninstrumented setup, so children do not translate those
+  paths again one by one. Setup
   and a warm-up execution run uninstrumented; the statement then runs in
   collected regions that are each dumped to their own file (a probe
   execution, then ``REPEATS`` repeats of ``number`` executions; a statement
   that fills a repeat alone has its probe as the first of its repeats).
 * **torch.compile cases** run in a *compile template*: a process forked from
   the template that imports dynamo and inductor once per batch (instead of
-  once per case, ~16 s each under valgrind) and then forks their children.
+  once per case: a slow import under valgrind) and then forks their children.
   Which template a case runs in follows from its setup alone, so its count
   still does not depend on the batch.
 * **C++ cases** are compiled into a few shared extension modules (the shard
@@ -52,16 +53,18 @@ a count and what holds it still:
 * thread pools: OpenMP waits passively (no spinning counted under valgrind's
   serialised threads); torch.compile gets a fresh cache per case;
 * the statistic: the *minimum* of the repeats, per execution. glibc malloc
-  now and then consolidates its fast bins (~50-90k instructions); whether a
-  repeat catches one depends on the heap's layout, which any change to setup
-  or torch shifts. The median moved a small Python statement by up to 5% when
-  unrelated setup objects changed size; the minimum moved it by 0.13%.
+  from time to time consolidates its fast bins (tens of thousands of
+  instructions); whether a repeat catches one depends on the heap's layout,
+  which any change to setup or torch shifts. The median of the repeats follows
+  such a change by percents for a small Python statement when unrelated setup
+  objects change size; the minimum barely moves (docs/instruction_counts.md).
 
 Valgrind emulates AVX2 (not AVX-512), so torch picks its AVX2 kernels; the
 CPU capability seen under valgrind is recorded in the batch metadata. MKL is
 limited to SSE4.2 kernels (``MKL_ENABLE_INSTRUCTIONS``): valgrind emulates FMA
-instructions about 100x slower than others, which made one 256x512x512 linear
-layer take ~10 s per execution; its counts then describe MKL's SSE kernels.
+instructions far more slowly than others, which makes a linear layer of a few
+hundred features take seconds per execution; its counts then describe MKL's
+SSE kernels.
 
 Modules: `policy` (executions and repeats), `child` and `control` (what runs
 under valgrind: standard library and torch only), `place` (the canonical launch),

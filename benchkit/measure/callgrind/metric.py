@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def suite_timeout(n_cases: int) -> float:
     """asv's limit for the one batch: C++ compile of a cold cache plus a generous
-    10 s per case (the standard suite needs about 1 s per case per core)."""
+    10 s per case (many times what a case of the standard suite needs)."""
     return 1200.0 + 10.0 * n_cases
 
 

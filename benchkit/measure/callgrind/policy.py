@@ -15,7 +15,7 @@ REPEATS = 5
 # A case whose single execution fills a repeat needs fewer: its count dwarfs the
 # allocator's occasional extra work, and each repeat costs seconds under valgrind.
 # Its probe is already such a repeat (one execution, zeroed and dumped alike), so
-# it counts as the first: the heavy cases hold ~90% of all instructions counted.
+# it counts as the first: the heavy cases hold most of the instructions counted.
 SINGLE_EXECUTION_REPEATS = 2
 # A repeat should hold about this many instructions: enough executions that the
 # few hundred instructions of starting and dumping a region weigh little (and

@@ -77,8 +77,8 @@ def _compile_first(batch: Batch, template: Template, index: int, spec: dict[str,
     """Run a case that may compile once, uncounted, the first time for this torch build.
 
     A compile under valgrind talks to compiler subprocesses and the file system,
-    so the heap it leaves behind, and with it the statement's count, differed by
-    up to 0.3% between runs. Loading compiled code from the case's own cache
+    so the heap it leaves behind, and with it the statement's count, differs
+    between runs. Loading compiled code from the case's own cache
     does not: so every counted run loads, the first batch of a build included.
     Only setups that mention ``compile`` are run twice.
     """

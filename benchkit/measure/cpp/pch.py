@@ -129,7 +129,7 @@ def build_precompiled_header(progress: Callable[[str], None] | None = None) -> P
     return header
 
 
-# A precompiled header of torch's headers takes ~0.8 GB: keep those of the last
+# A precompiled header of torch's headers is large: keep those of the last
 # few torch builds, not one per commit of a long history.
 PCH_KEPT = 2
 

@@ -1,7 +1,7 @@
 """Compile many C++ snippets into a few shared objects, cached by content.
 
 `torch.utils.benchmark`'s C++ Timer compiles one extension per statement into
-a per-process temporary directory: ~20 s of compiler time per case, paid again
+a per-process temporary directory: a full compile per case, paid again
 in every process. Most of that time is torch's headers (parsing them, then
 instantiating and emitting their inline code), which does not depend on the
 statement. So we put many snippets into one translation unit
@@ -48,15 +48,15 @@ from benchkit.measure.cpp.pch import (
 )
 from benchkit.util import cache_dir, content_key, file_lock, torch_build_id, torch_package_dir
 
-# Each translation unit pays ~20 CPU-s (~45 without a precompiled header) for
-# torch's headers however few functions it holds, and ~0.1 s per snippet on top:
-# so few, large shards. The standard suite's 111 C++ cases make two (one per
-# global setup), one per core here.
+# Each translation unit pays for torch's headers (less with a precompiled header)
+# however few functions it holds, and little per snippet on top: so few, large
+# shards. The standard suite's C++ cases make two (one per global setup), one per
+# core on a 2-core machine.
 SNIPPETS_PER_SHARD = 128
 
 # Per case, a shard holds two functions: one that times the statement and one that
 # counts its instructions under Callgrind. One compile serves both metrics (a cold
-# shard costs ~20-45 CPU-s of torch's headers; the functions themselves ~0.1 s each).
+# shard's cost is almost all torch's headers; the functions themselves add little).
 
 # Timing: the loop reports its own duration, so setup and the Python call into the
 # extension are never part of a measurement.
@@ -123,8 +123,8 @@ def callgrind_header() -> Path:
 
     Found without importing anything: every shard's name is derived from its source, so
     every benchmark process and every ``setup_cache`` asks for it, and importing
-    ``torch.utils.benchmark`` for it took 0.1 s per process (and torch itself where it
-    was not imported yet)."""
+    ``torch.utils.benchmark`` for it would cost time in every process (and import torch
+    itself where it is not imported)."""
     package = torch_package_dir()
     if package is None:
         raise UserError("torch is not installed: C++ cases need its headers")
@@ -229,7 +229,7 @@ def is_built(shard: Shard) -> bool:
     return _library_path(shard).exists()
 
 
-DEFAULT_COMPILE_TIMEOUT = 1800.0  # seconds; a cold shard takes ~46 s on one idle core
+DEFAULT_COMPILE_TIMEOUT = 1800.0  # seconds; far beyond a cold shard's compile on one idle core
 
 # Runs in a child process: the compile can then be time-limited and killed whole.
 _COMPILE_CHILD = """
