@@ -138,8 +138,8 @@ def _prime_translations(torch: Any, control_library: str) -> None:
     template's translations. Without this every child translated eager dispatch,
     autograd and the TorchScript loader anew for its setup (uninstrumented).
     The workload is fixed, whatever the batch holds, so the template's state is
-    too. A step that fails (an unusual build, or one whose nn.Linear does
-    not script) only loses its speed-up; the template goes on.
+    too. A step that fails (an unusual build, or one that changed nn.Linear so
+    it no longer scripts) only loses its speed-up; the template goes on.
     """
     import io
 
@@ -226,8 +226,8 @@ def _fork_loop(root: Path, ctl: Any, torch: Any, probe_prefix: bytes, nested: bo
 def _compile_template(root: Path, ctl: Any, torch: Any, probe_prefix: bytes) -> NoReturn:
     """A template for the torch.compile cases, forked from the torch template.
 
-    Their setups import dynamo and inductor, a slow import under valgrind:
-    here once per batch, not once per case. Every torch.compile case runs here and
+    Their setups import dynamo and inductor, ~16 s under valgrind, once per
+    case before; here once per batch. Every torch.compile case runs here and
     no other case does, so each still starts from the same state in every batch.
     The outer template waits for this process; both read the same stdin and
     write the same stdout, one at a time.
