@@ -237,8 +237,10 @@ def cmd_report(args: argparse.Namespace) -> None:
         "",
         "## Cost",
         "",
-        "Wall seconds of whole-suite `benchkit counts` runs (`counts --label before`, `before2`, ... "
-        "are repeats of the same code; run them one after another on an otherwise idle machine).",
+        "Wall seconds of whole-suite `benchkit counts` runs from empty caches (`counts --label before`, "
+        "`before2`, ... are repeats of the same code; run the labels one after another, alternating "
+        "the code, on an otherwise idle machine: its speed drifts over an hour by more than the "
+        "difference measured here, so compare means of several runs, not single runs).",
         "",
         "| code | runs | seconds of each run | mean s |",
         "| --- | --- | --- | --- |",
