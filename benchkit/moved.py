@@ -26,6 +26,7 @@ MOVED = {
     "benchkit.asv_operators": "benchkit.measure.operators.asv",
     "benchkit.operators": "benchkit.measure.operators",
     "benchkit.history_repo": "benchkit.history.repo",
+    "benchkit.measure.operators.naming": "benchkit.names",
 }
 
 

@@ -23,10 +23,10 @@ from benchkit.callgrind_track import InstructionCountMetric
 from benchkit.expand import asv_classes, load_cases
 from benchkit.measure.cpp.shards import CppSuite
 from benchkit.measure.walltime.timing import WallTimeMetric
+from benchkit.names import CASES_MODULE
 
 CASES = load_cases()
 CPP_SUITE = CppSuite([case.timer_args for case in CASES])
 
-_MODULE = __name__.rsplit(".", 1)[-1]  # asv's benchmark names start with it (for -b)
-_METRICS = [WallTimeMetric(CPP_SUITE, _MODULE), InstructionCountMetric(CASES, _MODULE, CPP_SUITE)]
+_METRICS = [WallTimeMetric(CPP_SUITE, CASES_MODULE), InstructionCountMetric(CASES, CASES_MODULE, CPP_SUITE)]
 globals().update(asv_classes(CASES, _METRICS))

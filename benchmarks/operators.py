@@ -35,8 +35,10 @@ Importing this module parses the small bundled logs and nothing else.
 from typing import Any, ClassVar
 
 from benchkit.measure.operators import asv as _asv_operators
-from benchkit.measure.operators import naming as _naming
 from benchkit.measure.operators import workload as _workload
+from benchkit.names import Metric as _Metric
+from benchkit.names import operator_class_name as _class_name
+from benchkit.names import operator_module as _operator_module
 
 _WORKLOAD = _workload.asv_workload()
 _INPUTS = {name: _workload.input_labels(_WORKLOAD.inputs(name)) for name in _WORKLOAD.operators}
@@ -51,7 +53,7 @@ class _OperatorBenchmark:
     timeout = 60.0
 
     def setup_cache(self) -> dict[str, Any]:
-        return _asv_operators.setup_cache(_INPUTS, _CLASS_NAMES, __name__.rsplit(".", 1)[-1])
+        return _asv_operators.setup_cache(_INPUTS, _CLASS_NAMES, _operator_module("cpu"))
 
     # Compiling and timing the whole default set happens once, here; cold it takes minutes.
     setup_cache.timeout = 1800  # type: ignore[attr-defined]
@@ -72,30 +74,29 @@ class _OperatorBenchmark:
     def track_compiled_over_eager(self, cache: dict[str, Any], label: str) -> float:
         return self.result["compiled_s"] / self.result["eager_s"]
 
-    track_compiled_over_eager.unit = "compiled/eager time (lower is better)"  # type: ignore[attr-defined]
+    track_compiled_over_eager.unit = _Metric.COMPILED_OVER_EAGER.unit  # type: ignore[attr-defined]
 
     def track_eager_seconds(self, cache: dict[str, Any], label: str) -> float:
         return self.result["eager_s"]
 
-    track_eager_seconds.unit = "seconds"  # type: ignore[attr-defined]
+    track_eager_seconds.unit = _Metric.EAGER_SECONDS.unit  # type: ignore[attr-defined]
 
     def track_compiled_seconds(self, cache: dict[str, Any], label: str) -> float:
         return self.result["compiled_s"]
 
-    track_compiled_seconds.unit = "seconds"  # type: ignore[attr-defined]
+    track_compiled_seconds.unit = _Metric.COMPILED_SECONDS.unit  # type: ignore[attr-defined]
 
     def track_compile_seconds(self, cache: dict[str, Any], label: str) -> float:
         return self.result["compile_s"]
 
-    track_compile_seconds.unit = "seconds"  # type: ignore[attr-defined]
+    track_compile_seconds.unit = _Metric.COMPILE_SECONDS.unit  # type: ignore[attr-defined]
 
     def track_compile_cache_hit(self, cache: dict[str, Any], label: str) -> float:
         return self.result["compile_cache_hit"]
 
-    track_compile_cache_hit.unit = "inductor cache hit (1 warm, 0 cold)"  # type: ignore[attr-defined]
+    track_compile_cache_hit.unit = _Metric.COMPILE_CACHE_HIT.unit  # type: ignore[attr-defined]
 
 
-_class_name = _naming.class_name
 _CLASS_NAMES = {name: _class_name(name) for name in _WORKLOAD.operators}
 
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from benchkit.measure.operators import asv as _asv_operators
 from benchkit.measure.operators import workload as _workload
+from benchkit.names import operator_module as _operator_module
 
 from .operators import _class_name, _define_classes, _OperatorBenchmark
 
@@ -33,7 +34,7 @@ class _CudaOperatorBenchmark(_OperatorBenchmark):
     params: ClassVar[list[list[str]]] = [[]]
 
     def setup_cache(self) -> dict[str, Any]:
-        return _asv_operators.setup_cache(_INPUTS, _CLASS_NAMES, __name__.rsplit(".", 1)[-1], "cuda")
+        return _asv_operators.setup_cache(_INPUTS, _CLASS_NAMES, _operator_module("cuda"), "cuda")
 
     setup_cache.timeout = 1800  # type: ignore[attr-defined]
 

@@ -23,6 +23,7 @@ RANKS = {
     "errors": 0,
     "util": 0,
     "stats": 0,
+    "names": 0,  # the vocabulary of benchmark names, read by every stage
     "define": 1,
     "expand": 1,  # the definition stage's public entry
     "api": 1,  # the definition API under its first import path

@@ -3,7 +3,8 @@
 asv 0.6 inserts a benchmark's ``pretty_name`` and source as HTML (summary grid, graph
 tree, code tooltips). The label below would run script there if handed over as is.
 The path is the real one: definitions -> benchkit's asv suite -> asv run -> benchkit
-publish (asv's pages and benchkit's) -> Chromium.
+publish (asv's pages and benchkit's) -> Chromium. The why page of such a label is
+published from a synthetic history with profiles (`benchkit.report.site.synthetic`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from support.asv_project import MACHINE, make_project
 from support.browser import Browser, QuietHandler
 from support.wheels import LOCAL_WHEEL
 
+from benchkit import names
 from benchkit.history import repo as history
+from benchkit.report.site import data as site_data
+from benchkit.report.site import pages, synthetic
+from benchkit.report.site import publish as site_publish
 
-pytestmark = pytest.mark.slow
 EVIL = '<img src=x onerror="window.__pwned=1">'
 DEFINITIONS = f"""
 from benchkit.define.api import TimerArgs
@@ -31,6 +35,7 @@ BENCHMARKS = {{{EVIL!r}: {{"add": TimerArgs("y = x + 1  # <b>bold</b>", setup="x
 """
 
 
+@pytest.mark.slow
 def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", tmp_path / "env")
     definitions = tmp_path / "evil_definitions.py"
@@ -87,3 +92,33 @@ def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> 
         browser.close()
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_label_with_html_has_its_why_page_showing_the_label_as_text(tmp_path: Path) -> None:
+    # asv's pretty name holds look-alikes of < > & " ' while the profiles hold the key as
+    # written: the why page finds the case by the key's hash in the asv class name.
+    label = f"{EVIL} & 'quoted'"
+    key = f"{label} | Python | Eager | Forward | 1 thread(s)"  # the synthetic cases' modes
+    # Every series steps at every commit: the label's instruction count changes.
+    conf = synthetic.make_project(
+        tmp_path / "project", commits=2, benchmarks=8, step_chance=1.0, labels=[label]
+    )
+    site = site_publish.publish(conf)
+    [pair] = site_data.pair_changes(site_data.load_site_data(conf))
+    ours = names.CaseKeys([key])
+    [change] = [c for c in pair.changes if c.metric == "instructions" and ours.of_benchmark(c.name)]
+    page = site / pages.why_file(pair, change.name)
+    assert page.is_file(), "no why page for the label's instruction-count change"
+    assert f'href="{page.relative_to(site)}"' in (site / "why.html").read_text()
+
+    browser = Browser()
+    try:
+        browser.open(page.as_uri(), ready="document.readyState === 'complete'")
+        assert browser.evaluate("window.__pwned === undefined"), "the label ran script"
+        assert browser.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0
+        heading = browser.evaluate("document.querySelector('h1').textContent")
+        assert heading == f"Why: {key} [track_instructions]"
+        lead = browser.evaluate("document.querySelector('p.lead a').textContent")
+        assert lead == f"{key} [track_instructions]"
+    finally:
+        browser.close()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchkit import names
 from benchkit.measure.operators import asv as op_asv
-from benchkit.measure.operators import naming
 from benchkit.measure.operators import timing as op_timing
 from benchkit.measure.operators import workload as op_workload
 from benchkit.measure.operators.gpu_models import GPU_MODELS, RECORDED_DTYPES, gpu_log_path, record_gpu_model
@@ -126,15 +126,21 @@ def test_bundled_gpu_logs_are_what_the_models_record() -> None:
 
 
 def test_device_is_part_of_the_benchmark_name() -> None:
-    cpu = naming.parse("operators.aten_mm_default.track_compiled_over_eager")
-    cuda = naming.parse("operators_cuda.aten_mm_default.track_eager_seconds(('4096x768 f16',))")
-    assert cpu == naming.OperatorBenchmark("operators", "cpu", "aten_mm_default", "track_compiled_over_eager")
-    assert cuda == naming.OperatorBenchmark(
-        "operators_cuda", "cuda", "aten_mm_default", "track_eager_seconds"
+    cpu = names.BenchmarkName.parse("operators.aten_mm_default.track_compiled_over_eager")
+    cuda = names.BenchmarkName.parse("operators_cuda.aten_mm_default.track_eager_seconds(('4096x768 f16',))")
+    assert (cpu.device, cpu.class_name, cpu.metric) == (
+        "cpu",
+        "aten_mm_default",
+        names.Metric.COMPILED_OVER_EAGER,
     )
-    assert naming.parse("instruction_counts.x.track_instructions") is None
-    assert naming.parse("operators.aten_mm_default.setup") is None
-    assert naming.class_name("aten.mm.default") == "aten_mm_default"
+    assert (cuda.device, cuda.class_name, cuda.metric) == (
+        "cuda",
+        "aten_mm_default",
+        names.Metric.EAGER_SECONDS,
+    )
+    assert names.BenchmarkName.parse("instruction_counts.x.track_instructions").device is None
+    assert names.BenchmarkName.parse("operators.aten_mm_default.setup").metric is None
+    assert names.operator_class_name("aten.mm.default") == "aten_mm_default"
 
 
 def test_site_operator_rows_keep_devices_apart() -> None:
@@ -221,14 +227,17 @@ def test_asv_records_cuda_benchmarks_as_skipped_without_a_gpu(tmp_path: Path) ->
     files = [p for p in results.rglob("*.json") if p.name not in ("machine.json", "benchmarks.json")]
     assert len(files) == 1
     recorded = json.loads(files[0].read_text())["results"]
-    names = sorted(recorded)
-    assert names == [f"operators_cuda.aten_relu_default.{method}" for method in sorted(naming.METHODS)]
-    for name in names:
+    recorded_names = sorted(recorded)
+    expected = sorted(
+        f"operators_cuda.aten_relu_default.{metric.method}" for metric in names.OPERATOR_METRICS
+    )
+    assert recorded_names == expected
+    for name in recorded_names:
         values = recorded[name][0]
         assert values and all(v is not None and math.isnan(v) for v in values), (name, values)
     out = completed.stdout + completed.stderr
     # asv's output names the reason twice per benchmark, one benchmark per metric.
-    assert out.count("skipped: no CUDA device") == 2 * len(naming.METHODS) and "failed" not in out
+    assert out.count("skipped: no CUDA device") == 2 * len(names.OPERATOR_METRICS) and "failed" not in out
 
 
 def test_run_summary_counts_cuda_apart_and_a_gpu_less_skip_is_no_problem() -> None:

@@ -22,6 +22,7 @@ import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
+from benchkit import names
 from benchkit.define.api import (
     AutogradMode,
     AutoLabels,
@@ -33,6 +34,7 @@ from benchkit.define.api import (
     TorchScriptModel,
     model_invocation,
 )
+from benchkit.names import CASE_METRICS, CASES_MODULE, BenchmarkName
 from benchkit.util import cache_dir, content_key, torch_build_id
 
 Label = tuple[str, ...]
@@ -218,15 +220,11 @@ def materialize(definition: Mapping[Any, Any]) -> tuple[Case, ...]:
     return tuple(cases)
 
 
-ASV_MODULE = "instruction_counts"  # benchmarks/instruction_counts.py: asv names start with it
-ASV_METHODS = ("time_wall", "track_instructions")
-
-
 def case_names(case: Case) -> tuple[str, ...]:
     """Every name a user sees for `case`: asv's benchmark names (what `-b` matches, the class name
     `benchkit list` prints first), the class name alone, and the readable key."""
     cls = asv_class_name(case)
-    return (*(f"{ASV_MODULE}.{cls}.{method}" for method in ASV_METHODS), cls, case.key)
+    return (*(str(BenchmarkName.build(metric, cls)) for metric in CASE_METRICS), cls, case.key)
 
 
 def compile_pattern(pattern: str, flag: str = "--filter") -> re.Pattern[str]:
@@ -255,37 +253,20 @@ def asv_bench_regexes(patterns: Sequence[str], cases: Iterable[Case]) -> list[st
     for pattern in patterns:
         compile_pattern(pattern, "-b")
         out.append(pattern)
-        names = sorted({asv_class_name(c) for c in select(cases, pattern)})
-        if names:
-            out.append(rf"^{ASV_MODULE}\.(?:{'|'.join(map(re.escape, names))})\.")
+        classes = sorted({asv_class_name(c) for c in select(cases, pattern)})
+        if classes:
+            out.append(rf"^{CASES_MODULE}\.(?:{'|'.join(map(re.escape, classes))})\.")
     return out
 
 
 # -- asv benchmark generation -----------------------------------------------------
 
-_MAX_NAME = 200  # asv keeps names below 250 characters; leave room for module/method.
-
 
 def asv_class_name(case: Case) -> str:
-    """A readable Python identifier for a case, stable across processes."""
+    """A readable Python identifier for a case, stable across processes (`benchkit.names`)."""
     modes = case.autolabels
     words = [*case.label, modes.language.name, modes.runtime.name, modes.autograd.name]
-    words.append(f"t{case.timer_args.num_threads}")
-    slug = "_".join(re.sub(r"[^0-9a-zA-Z]+", "_", w).strip("_") for w in words if w)
-    slug = re.sub(r"_+", "_", slug)[:_MAX_NAME].strip("_")
-    # The slug alone can collide (e.g. "a-b" vs "a b"); the key hash cannot.
-    return f"{slug}_{content_key(case.key, length=8)}"
-
-
-# Look-alikes for the characters HTML gives a meaning to. asv shows a benchmark's
-# pretty name as HTML in some places and as text in others, so entities would show
-# as "&lt;" in the latter; these characters read the same in both and run nothing.
-_HTML_LOOKALIKES = str.maketrans({"<": "\uff1c", ">": "\uff1e", "&": "\uff06", '"': "\uff02", "'": "\uff07"})
-
-
-def html_safe_name(text: str) -> str:
-    """`text` with ``< > & " '`` replaced by full-width look-alikes: safe as HTML and as text."""
-    return text.translate(_HTML_LOOKALIKES)
+    return names.asv_class_name([*words, f"t{case.timer_args.num_threads}"], case.key)
 
 
 def pretty_source(case: Case) -> str:
@@ -325,7 +306,7 @@ def asv_classes(cases: Sequence[Case], metrics: Sequence[AsvMetric]) -> dict[str
             method.__name__ = metric.method_name
             method.__qualname__ = f"{name}.{metric.method_name}"
             # asv's pages insert both as HTML (summary grid, graph tree, code tooltips).
-            method.pretty_name = html_safe_name(f"{case.key} [{metric.method_name}]")  # type: ignore[attr-defined]
+            method.pretty_name = names.pretty_name(case.key, names.Metric(metric.method_name))  # type: ignore[attr-defined]
             method.pretty_source = html.escape(pretty_source(case))  # type: ignore[attr-defined]
             # Explicit version: history survives edits elsewhere in the suite and
             # resets only when what this case measures changes.

@@ -50,10 +50,10 @@ from benchkit.history.backfill_worker import count_build
 from benchkit.history.fingerprint import counting_fingerprint, differences, machine_name
 from benchkit.history.repo import HistoryRepo
 from benchkit.measure.callgrind.profiles import PROFILE_DIR, SUFFIX
+from benchkit.names import BenchmarkName, Metric
 from benchkit.util import atomic_path, atomic_write_bytes, atomic_write_text, cache_dir
 
 STATUS_DIR = "benchkit-backfill"
-METHOD = "track_instructions"
 _DISCOVERY = "benchkit-discovery"  # the machine asv is told it runs on while it only discovers
 
 
@@ -137,8 +137,7 @@ def instruction_benchmarks(
         except asv_util.UserError:
             return {}
 
-    module = "instruction_counts"
-    wanted = {key: f"{module}.{cls}.{METHOD}" for key, cls in case_keys.items()}
+    wanted = {key: str(BenchmarkName.build(Metric.INSTRUCTIONS, cls)) for key, cls in case_keys.items()}
     known = load()
     if not all(name in known for name in wanted.values()):
         _say("discovering asv's benchmarks (asv run --python=same --bench just-discover)")

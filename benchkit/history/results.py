@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
+from benchkit.names import BenchmarkName, Metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +233,7 @@ def samples_per_round(conf: Any, damaged: Damaged = None) -> Callable[[str], int
         if key in infos:
             repeat = infos[key].get("repeat")
             return repeat if isinstance(repeat, int) and repeat > 0 else None
-        return SAMPLES_PER_ROUND if key.endswith(".time_wall") else None
+        return SAMPLES_PER_ROUND if BenchmarkName.parse(key).metric is Metric.WALL_TIME else None
 
     return per_round
 
@@ -307,20 +308,6 @@ def load_history(conf: Any, machine: str, env: str | None = None, damaged: Damag
 
 def benchmark_units(conf: Any, damaged: Damaged = None) -> dict[str, str | None]:
     return {name: info.get("unit") for name, info in benchmark_infos(conf, damaged).items()}
-
-
-def default_metric(name: str, unit: str | None) -> str:
-    """The metric by asv's unit; by the method name when benchmarks.json lacks the benchmark.
-
-    (Any `asv run -b REGEX` in the same results folder rewrites benchmarks.json
-    with only the benchmarks it selected, so older results can lose their unit.)
-    """
-    method = name.split("(")[0].rsplit(".", 1)[-1]
-    if unit == "instructions" or (unit is None and method.endswith("instructions")):
-        return "instructions"
-    if unit == "seconds" or (unit is None and method.startswith("time_")):
-        return "wall_time"
-    return "ratio"
 
 
 def set_aside_damaged(conf: Any, machine: str, commits: Iterable[str]) -> list[DamagedFile]:

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchkit.names import CASE_METRICS
+
 _MAX_ANCESTORS = 6
 
 
@@ -127,20 +129,16 @@ def benchmark_name(name: str, params: Sequence[object] = ()) -> str:
     return f"{name}({', '.join(repr(p) for p in params)})" if params else name
 
 
-# The methods of a case's class that run its C++ code (wall time and instruction counts).
-CPP_METHODS = ("time_wall", "track_instructions")
-
-
 def cpp_layout_keys(key_of_class: Mapping[str, str], regexes: Sequence[str] | None) -> list[str] | None:
     """The C++ snippets to lay out into shards for this asv command, or None for the whole suite.
 
     ``key_of_class`` maps each C++ case's asv class (``module.Class``) to its snippet key. A
-    case counts when asv runs *either* of its C++ benchmarks (`CPP_METHODS`): both metrics'
+    case counts when asv runs *either* of its C++ benchmarks (`CASE_METRICS`): both metrics'
     ``setup_cache`` then derive the same layout, so they compile the same shards once.
     """
     if regexes is None:
         return None
-    names = {f"{cls}.{method}": key for cls, key in key_of_class.items() for method in CPP_METHODS}
+    names = {f"{cls}.{metric.method}": key for cls, key in key_of_class.items() for metric in CASE_METRICS}
     return sorted({names[name] for name in selected(names, regexes)})
 
 

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Collection, Sequence
 
 from benchkit.history.results import ResultSet
+from benchkit.names import MetricKind
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.noise import build_shift, case_of, round_drifts
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
@@ -171,7 +172,7 @@ def _label_case(counts: Sequence[Step], walls: Sequence[Step]) -> list[Step]:
 
 def changepoints(
     history: Sequence[ResultSet],
-    metric_of: Callable[[str], str],
+    metric_of: Callable[[str], MetricKind],
     threshold_of: Callable[[str], float],
     disturbed: Collection[int] = (),
 ) -> list[Step]:
@@ -246,7 +247,7 @@ class HistorySteps:
 
 def history_steps(
     history: Sequence[ResultSet],
-    metric_of: Callable[[str], str],
+    metric_of: Callable[[str], MetricKind],
     threshold_of: Callable[[str], float],
     count_threshold: float,
 ) -> HistorySteps:
@@ -256,7 +257,9 @@ def history_steps(
     return HistorySteps(steps, disturbed, shifted_builds(history, metric_of))
 
 
-def shifted_builds(history: Sequence[ResultSet], metric_of: Callable[[str], str]) -> list[tuple[str, str]]:
+def shifted_builds(
+    history: Sequence[ResultSet], metric_of: Callable[[str], MetricKind]
+) -> list[tuple[str, str]]:
     """(commit, description) of every build whose two asv rounds disagree for most wall times:
     its wall-time points in the history are the machine's, not torch's."""
     found = []

@@ -59,13 +59,13 @@ from benchkit.history.results import (
     Measurement,
     ResultSet,
     benchmark_units,
-    default_metric,
     load_asv_config,
     load_history,
     load_result_set,
     pick_machine,
     resolve_commit,
 )
+from benchkit.names import BenchmarkName, MetricKind, benchmark_key
 from benchkit.report.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS re-exported)
     DEFAULT_CONFIG_NAMES,
     METRIC_LABELS,
@@ -113,7 +113,7 @@ from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 class Comparison:
     name: str
     env: str
-    metric: str
+    metric: MetricKind
     unit: str | None
     status: Status  # a plain string is read as the Status of that value
     before: Measurement | None
@@ -149,7 +149,7 @@ def compare_one(
 ) -> Comparison:
     """One benchmark's verdict: availability, then noise, then the decision
     (`benchkit.report.check_decide`); `pair` brings history noise and environment shifts."""
-    metric, configured, override = config.rule_for(name, default_metric(name, unit))
+    metric, configured, override = config.rule_for(name, BenchmarkName.parse(name).judged_as(unit))
     make = functools.partial(Comparison, name, env, metric, unit, before=before, after=after)
     unavailable = availability(before, after, override)
     if unavailable is not None:
@@ -162,12 +162,13 @@ def compare_one(
     return make(status=status, note=join(why, reason), threshold=threshold, noise=noise)
 
 
-def metric_judge(units: Mapping[str, str | None], config: CheckConfig) -> Callable[[str], str]:
+def metric_judge(units: Mapping[str, str | None], config: CheckConfig) -> Callable[[str], MetricKind]:
     """name -> the metric the gate judges it as (its unit, or an override's metric)."""
 
     @functools.cache
-    def metric_of(name: str) -> str:
-        return config.rule_for(name, default_metric(name, units.get(name.split("(")[0])))[0]
+    def metric_of(name: str) -> MetricKind:
+        parsed = BenchmarkName.parse(name)
+        return config.rule_for(name, parsed.judged_as(units.get(parsed.benchmark)))[0]
 
     return metric_of
 
@@ -192,7 +193,7 @@ def compare_pair(
     keys = sorted(set(base.measurements) | set(head.measurements))
     out = []
     for name, env in keys:
-        unit = units.get(name.split("(")[0])
+        unit = units.get(benchmark_key(name))
         before, after = base.measurements.get((name, env)), head.measurements.get((name, env))
         out.append(compare_one(name, env, unit, before, after, config, pair))
     return mark_cache_states(out, base, head), pair

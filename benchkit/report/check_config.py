@@ -10,12 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from benchkit.errors import UserError
+from benchkit.names import MetricKind
 
-METRICS = ("instructions", "wall_time", "ratio")
+METRICS = tuple(MetricKind)
 # wall_time 0: each benchmark's own minimum detectable change (`benchkit.report.check`).
-DEFAULT_THRESHOLDS = {"instructions": 0.005, "wall_time": 0.0, "ratio": 0.10}
+DEFAULT_THRESHOLDS = {MetricKind.INSTRUCTIONS: 0.005, MetricKind.WALL_TIME: 0.0, MetricKind.RATIO: 0.10}
 DEFAULT_CONFIG_NAMES = ("benchkit-check.toml", "benchkit-check.json")
-METRIC_LABELS = {"instructions": "instructions", "wall_time": "wall time", "ratio": "ratio"}
+METRIC_LABELS = {kind: kind.label for kind in MetricKind}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Override:
     pattern: re.Pattern[str]
     reason: str
     threshold: float | None = None
-    metric: str | None = None
+    metric: MetricKind | None = None
     ignore: bool = False
 
 
@@ -40,11 +41,11 @@ class CheckConfig:
             raise UserError(f"--factor {factor}: must be at least 1 (1.10 means 10% slower)")
         return dataclasses.replace(
             self,
-            thresholds={**self.thresholds, "wall_time": factor - 1},
+            thresholds={**self.thresholds, MetricKind.WALL_TIME: factor - 1},
             source=f"{self.source}, wall-time factor {factor:g} from --factor",
         )
 
-    def rule_for(self, name: str, default_metric: str) -> tuple[str, float, Override | None]:
+    def rule_for(self, name: str, default_metric: MetricKind) -> tuple[MetricKind, float, Override | None]:
         """(metric, relative threshold, override that applied) for one benchmark."""
         for override in self.overrides:
             if override.pattern.search(name):
@@ -109,7 +110,7 @@ def parse_check_config(data: object, source: str) -> CheckConfig:
                 pattern=pattern,
                 reason=reason.strip(),
                 threshold=None if threshold is None else _check_threshold(threshold, where),
-                metric=metric,
+                metric=None if metric is None else MetricKind(metric),
                 ignore=ignore,
             )
         )

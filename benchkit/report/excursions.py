@@ -25,6 +25,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from benchkit.history.results import ResultSet
+from benchkit.names import MetricKind
 from benchkit.stats import robust_sigma
 
 NEIGHBOURS = 2  # builds on each side whose median is the level a build is compared with
@@ -141,16 +142,16 @@ def _judge(
 
 
 def _prepared(
-    history: Sequence[ResultSet], metric_of: Callable[[str], str]
+    history: Sequence[ResultSet], metric_of: Callable[[str], MetricKind]
 ) -> tuple[Series, Series, dict[tuple[str, str], float]]:
     keys = sorted({key for r in history for key in r.measurements})
-    walls = _series(history, [k for k in keys if metric_of(k[0]) == "wall_time"])
-    counts = _series(history, [k for k in keys if metric_of(k[0]) == "instructions"])
+    walls = _series(history, [k for k in keys if metric_of(k[0]) == MetricKind.WALL_TIME])
+    counts = _series(history, [k for k in keys if metric_of(k[0]) == MetricKind.INSTRUCTIONS])
     return walls, counts, {key: _noise(values) for key, values in walls.items()}
 
 
 def disturbed_builds(
-    history: Sequence[ResultSet], metric_of: Callable[[str], str], count_threshold: float
+    history: Sequence[ResultSet], metric_of: Callable[[str], MetricKind], count_threshold: float
 ) -> list[DisturbedBuild]:
     """The disturbed builds among those with builds on both sides."""
     walls, counts, noise = _prepared(history, metric_of)
@@ -163,7 +164,7 @@ def disturbed_builds(
 
 
 def build_disturbance(
-    history: Sequence[ResultSet], commit: str, metric_of: Callable[[str], str], count_threshold: float
+    history: Sequence[ResultSet], commit: str, metric_of: Callable[[str], MetricKind], count_threshold: float
 ) -> DisturbedBuild | None:
     """Whether the build of `commit` is disturbed by the history-wide rule; one-sided at an end
     of the history. None when it is not, is not in the history, or the history holds fewer than

@@ -35,6 +35,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 
 from benchkit.history.results import Measurement, ResultSet
+from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.stats import (
     ALPHA,
     MIN_ROUNDS,
@@ -51,7 +52,6 @@ from benchkit.stats import (
     z_two_sided,
 )
 
-COUNTS_METHOD = "track_instructions"
 MIN_SAMPLES = 5  # per side, for a within-run spread
 MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
 MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spread
@@ -71,15 +71,13 @@ def case_of(name: str) -> tuple[str, str]:
 
     A case's instruction count and wall time share the case and differ in the method.
     """
-    base, paren, params = name.partition("(")
-    prefix, _, method = base.rpartition(".")
-    return prefix + paren + params, method
+    parsed = BenchmarkName.parse(name)
+    return parsed.case, parsed.method
 
 
 def counts_name(name: str) -> str:
     """The instruction-count benchmark of the same case as `name`."""
-    base, paren, params = name.partition("(")
-    return base.rpartition(".")[0] + "." + COUNTS_METHOD + paren + params
+    return str(BenchmarkName.parse(name).with_metric(Metric.INSTRUCTIONS))
 
 
 def _log_ratio(before: Measurement | None, after: Measurement | None) -> float | None:
@@ -135,7 +133,7 @@ class Noise:
 
 
 def history_sigmas(
-    history: Sequence[ResultSet], metric_of: Callable[[str], str], count_threshold: float
+    history: Sequence[ResultSet], metric_of: Callable[[str], MetricKind], count_threshold: float
 ) -> dict[Key, HistoryNoise]:
     """(sigma, pairs, source) per benchmark from consecutive commits of `history` (oldest first).
 
@@ -153,7 +151,7 @@ def history_sigmas(
             d = _log_ratio(a.measurements.get(key), after)
             if d is None:
                 continue
-            if metric_of(key[0]) == "wall_time" and counts_moved(a, b, key, count_threshold):
+            if metric_of(key[0]) == MetricKind.WALL_TIME and counts_moved(a, b, key, count_threshold):
                 continue
             diffs.setdefault(key, []).append(d)
     out = {}
@@ -161,11 +159,11 @@ def history_sigmas(
         sigma = robust_sigma(values, center=0.0)
         if sigma is not None and len(values) >= MIN_PAIRS:
             out[key] = (sigma, len(values), "history")
-    pooled = [d for key, values in diffs.items() if metric_of(key[0]) == "wall_time" for d in values]
+    pooled = [d for key, values in diffs.items() if metric_of(key[0]) == MetricKind.WALL_TIME for d in values]
     machine = robust_sigma(pooled, center=0.0) if len(pooled) >= MIN_POOLED_PAIRS else None
     if machine is not None:
         for key in diffs:
-            if metric_of(key[0]) == "wall_time" and key not in out:
+            if metric_of(key[0]) == MetricKind.WALL_TIME and key not in out:
                 out[key] = (machine, len(pooled), "machine's wall-time history")
     return out
 
@@ -215,10 +213,12 @@ def rounds_test(before: Measurement, after: Measurement) -> TrimmedTest | None:
     return test if test.se > 0 else None
 
 
-def estimate(metric: str, before: Measurement, after: Measurement, history: HistoryNoise | None) -> Noise:
+def estimate(
+    metric: MetricKind, before: Measurement, after: Measurement, history: HistoryNoise | None
+) -> Noise:
     """The noise of one comparison: for a wall time with enough rounds, the rounds test;
     otherwise the largest of the sources that have enough data."""
-    if metric == "wall_time":
+    if metric == MetricKind.WALL_TIME:
         test = rounds_test(before, after)
         if test is not None:
             rounds = f"{test.n_before}+{test.n_after}"
@@ -233,9 +233,9 @@ def estimate(metric: str, before: Measurement, after: Measurement, history: Hist
         sources.append((within, f"samples: {n}"))
     if rounds is not None:
         sources.append((rounds, "rounds"))
-    if metric == "instructions":
+    if metric == MetricKind.INSTRUCTIONS:
         sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior"))
-    if metric == "wall_time" and history is None and within is None:
+    if metric == MetricKind.WALL_TIME and history is None and within is None:
         return Noise(None, f"fewer than {MIN_SAMPLES} samples a side and under {MIN_PAIRS} history pairs")
     if not sources:
         return Noise(None, f"under {MIN_PAIRS} history pairs and no samples")
@@ -279,7 +279,7 @@ class EnvShift:
         )
 
 
-def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], str]) -> EnvShift | None:
+def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], MetricKind]) -> EnvShift | None:
     """One side's wall-time samples far more spread than the other's, for most benchmarks at
     once: a disturbed machine (other processes competing for the cores), whose benchmarks
     each move by their own factor, so no common level shift shows. SPREAD_FACTOR lies between the
@@ -288,7 +288,7 @@ def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], st
     ratios = []
     for key, after in head.measurements.items():
         before = base.measurements.get(key)
-        if metric_of(key[0]) != "wall_time" or before is None:
+        if metric_of(key[0]) != MetricKind.WALL_TIME or before is None:
             continue
         a, b = log_samples(before.samples), log_samples(after.samples)
         if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
@@ -327,12 +327,14 @@ def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) ->
     return EnvShift(where, math.exp(middle), ups, downs, p)
 
 
-def round_drifts(result_set: ResultSet, metric_of: Callable[[str], str]) -> dict[Key, tuple[float, float]]:
+def round_drifts(
+    result_set: ResultSet, metric_of: Callable[[str], MetricKind]
+) -> dict[Key, tuple[float, float]]:
     """Per wall-time benchmark of one build: its later rounds against its earlier ones
     (`rounds_shift`: log shift, standard error)."""
     drifts = {}
     for key, m in result_set.measurements.items():
-        if metric_of(key[0]) == "wall_time" and m.has_number:
+        if metric_of(key[0]) == MetricKind.WALL_TIME and m.has_number:
             found = rounds_shift(m)
             if found is not None:
                 drifts[key] = found
@@ -365,12 +367,15 @@ def unshared_drift(
 
 
 def between_shift(
-    base: ResultSet, head: ResultSet, metric_of: Callable[[str], str], count_threshold: float
+    base: ResultSet, head: ResultSet, metric_of: Callable[[str], MetricKind], count_threshold: float
 ) -> EnvShift | None:
     """Wall-time changes of cases whose instruction counts did not move (issue 17, (b))."""
     shifts, noise = [], []
     for key, after in head.measurements.items():
-        if metric_of(key[0]) != "wall_time" or counts_moved(base, head, key, count_threshold) is not False:
+        if (
+            metric_of(key[0]) != MetricKind.WALL_TIME
+            or counts_moved(base, head, key, count_threshold) is not False
+        ):
             continue
         before = base.measurements.get(key)
         d = _log_ratio(before, after)
@@ -411,7 +416,7 @@ def pair_noise(
     base: ResultSet,
     head: ResultSet,
     history: Mapping[Key, HistoryNoise],
-    metric_of: Callable[[str], str],
+    metric_of: Callable[[str], MetricKind],
     count_threshold: float,
 ) -> PairNoise:
     base_drifts, head_drifts = round_drifts(base, metric_of), round_drifts(head, metric_of)
@@ -426,7 +431,7 @@ def pair_noise(
     moved = {
         key: counts_moved(base, head, key, count_threshold)
         for key in head.measurements
-        if metric_of(key[0]) == "wall_time"
+        if metric_of(key[0]) == MetricKind.WALL_TIME
     }
     between = between_shift(base, head, metric_of, count_threshold) or spread_shift(base, head, metric_of)
     return PairNoise(history, between, rounds, moved, unshared_drift(base_drifts, head_drifts))

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from benchkit.measure.operators import naming as operator_naming
+from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.check_status import NUMERIC_STATUSES, Status
 
 if TYPE_CHECKING:
@@ -38,8 +38,6 @@ MEANINGS = {
     CACHE_DIFFERED: "not judged: one build compiled cold, the other found its kernels in inductor's "
     "cache; a compile-time difference only shows which",
 }
-COMPILE_METHOD = "track_compile_seconds"
-CACHE_METHOD = "track_compile_cache_hit"
 # Statuses a disturbed side overrides: both sides had numbers (a lost number still fails).
 _COMPARED = NUMERIC_STATUSES
 
@@ -47,27 +45,20 @@ _COMPARED = NUMERIC_STATUSES
 # ------------------------------------------------------------------ cache state
 
 
-def _with_method(name: str, method: str) -> str | None:
-    parsed = operator_naming.parse(name)
-    if parsed is None:
-        return None
-    _key, bracket, params = name.partition("(")
-    return f"{parsed.module}.{parsed.class_name}.{method}{bracket}{params}"
-
-
 def is_cache_record(name: str) -> bool:
-    parsed = operator_naming.parse(name)
-    return parsed is not None and parsed.method == CACHE_METHOD
+    return BenchmarkName.parse(name).metric is Metric.COMPILE_CACHE_HIT
 
 
 def is_compile_time(name: str) -> bool:
-    parsed = operator_naming.parse(name)
-    return parsed is not None and parsed.method == COMPILE_METHOD
+    return BenchmarkName.parse(name).metric is Metric.COMPILE_SECONDS
 
 
 def cache_record_of(name: str) -> str | None:
     """The cache-state benchmark recorded with the compile-time benchmark `name`, or None."""
-    return _with_method(name, CACHE_METHOD) if is_compile_time(name) else None
+    parsed = BenchmarkName.parse(name)
+    if parsed.metric is not Metric.COMPILE_SECONDS:
+        return None
+    return str(parsed.with_metric(Metric.COMPILE_CACHE_HIT))
 
 
 def cache_state(measurement: Measurement | None) -> str | None:
@@ -127,7 +118,7 @@ def mark_disturbed(
     note = f"not judged: {why}; measure again"
     return [
         dataclasses.replace(c, status=DISTURBED, note=note)
-        if c.metric == "wall_time" and c.status in _COMPARED
+        if c.metric == MetricKind.WALL_TIME and c.status in _COMPARED
         else c
         for c in comparisons
     ]
@@ -156,7 +147,7 @@ def disturbed_sides(
     history: Sequence[ResultSet],
     base: ResultSet,
     head: ResultSet,
-    metric_of: Callable[[str], str],
+    metric_of: Callable[[str], MetricKind],
     count_threshold: float,
 ) -> dict[str, DisturbedBuild]:
     """side -> its build, for the base and head that are disturbed by the history-wide rule.

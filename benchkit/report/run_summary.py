@@ -28,26 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.history.results import Damaged
-from benchkit.measure.operators import naming as operator_naming
+from benchkit.names import BenchmarkName, Metric, RunGroup
 
-METRICS = ("wall time", "instruction counts", "operator timings", "operator timings (cuda)", "other")
+METRICS = tuple(RunGroup)
 # A machine without a GPU records every CUDA benchmark as skipped (no CUDA device): not a
 # problem of the run. A CUDA history that loses its numbers still fails the gate ("newly skipped").
-_SKIPPED_WITHOUT_DEVICE = "operator timings (cuda)"
+_SKIPPED_WITHOUT_DEVICE = RunGroup.OPERATOR_TIMINGS_CUDA
 STATES = ("measured", "failed", "skipped", "missing")
 
 
-def metric_of(name: str) -> str:
+def metric_of(name: str) -> RunGroup:
     """The metric a benchmark belongs to, from its asv name ``module.Class.method``."""
-    method = name.split("(", 1)[0].rsplit(".", 1)[-1]
-    parsed = operator_naming.parse(name)
-    if parsed is not None:
-        return "operator timings" if parsed.device == "cpu" else f"operator timings ({parsed.device})"
-    if method == "time_wall" or method.startswith("time_"):
-        return "wall time"
-    if method == "track_instructions":
-        return "instruction counts"
-    return "other"
+    return BenchmarkName.parse(name).run_group
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +163,7 @@ def _incomplete(name: str, found: Any, expected: Expected) -> bool:
         return False  # what a machine without a GPU records: nothing more to measure here
     if found is None or not found.has_number:
         return True
-    wall = name.split("(", 1)[0].endswith(".time_wall")
+    wall = BenchmarkName.parse(name).metric is Metric.WALL_TIME
     return wall and len(found.samples or ()) < expected.wall_samples
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchkit.measure.callgrind.results import BatchResult, CaseCount, ValgrindUnavailable, valgrind_version
 from benchkit.measure.callgrind.supervisor import collect
+from benchkit.names import CASES_MODULE, BenchmarkName, Metric
 
 if TYPE_CHECKING:
     from benchkit.define.expand import Case
@@ -36,11 +37,9 @@ class InstructionCountMetric:
     C++ compiles between the two metrics.
     """
 
-    method_name = "track_instructions"
+    method_name = Metric.INSTRUCTIONS.method
 
-    def __init__(
-        self, cases: Sequence[Case], module: str = "instruction_counts", cpp_suite: Any = None
-    ) -> None:
+    def __init__(self, cases: Sequence[Case], module: str = CASES_MODULE, cpp_suite: Any = None) -> None:
         suite = tuple(cases)
 
         def count_instructions() -> dict[str, Any]:
@@ -67,7 +66,7 @@ class InstructionCountMetric:
             return float(entry["instructions"])
 
         track_instructions.setup_cache = self._setup_cache  # type: ignore[attr-defined]
-        track_instructions.unit = "instructions"  # type: ignore[attr-defined]
+        track_instructions.unit = Metric.INSTRUCTIONS.unit  # type: ignore[attr-defined]
         track_instructions.timeout = 60  # type: ignore[attr-defined]
         return track_instructions
 
@@ -81,7 +80,7 @@ def _asv_batch(cases: Sequence[Case], module: str, cpp_suite: Any = None) -> dic
     started = time.monotonic()
     invocation = asv_selection.current_invocation()
     regexes = invocation.regexes if invocation else None
-    names = {f"{module}.{asv_class_name(c)}.{InstructionCountMetric.method_name}": c for c in cases}
+    names = {str(BenchmarkName(module, asv_class_name(c), Metric.INSTRUCTIONS.method)): c for c in cases}
     chosen = asv_selection.selected(names, regexes)
     wanted = [case for name, case in names.items() if name in chosen]
     # The wall-time stage's layout for this command: it may have compiled these shards already.

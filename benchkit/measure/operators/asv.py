@@ -28,10 +28,10 @@ from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
-from benchkit.measure.operators.naming import METHODS
 from benchkit.measure.operators.suite import measure_suite
 from benchkit.measure.operators.timing import MeasureOptions, configure_inductor_cache
 from benchkit.measure.operators.workload import asv_workload, input_labels
+from benchkit.names import OPERATOR_METRICS, BenchmarkName
 from benchkit.util import atomic_write_json, cache_dir, child_env, content_key, progress_bar, torch_build_id
 
 _KEEP_SECONDS = 2 * 24 * 3600  # reuse files of asv commands older than this are removed
@@ -46,8 +46,10 @@ def selected_operators(
     chosen = []
     for operator, labels in inputs.items():
         names = [
-            asv_selection.benchmark_name(f"{module}.{class_names[operator]}.{method}", (label,))
-            for method in METHODS
+            asv_selection.benchmark_name(
+                str(BenchmarkName(module, class_names[operator], metric.method)), (label,)
+            )
+            for metric in OPERATOR_METRICS
             for label in labels
         ]
         if asv_selection.selected(names, regexes):

@@ -26,6 +26,7 @@ from typing import Any
 
 from benchkit.define.api import Language, TimerArgs
 from benchkit.measure.stmt_loop import compile_statement_loop
+from benchkit.names import CASES_MODULE, Metric
 
 # A block should be long enough that clock resolution and the call into the
 # loop are negligible (<0.1%), short enough to give asv many samples.
@@ -188,9 +189,9 @@ class WallTimeMetric:
     commands find them built.
     """
 
-    method_name = "time_wall"
+    method_name = Metric.WALL_TIME.method
 
-    def __init__(self, cpp_suite: Any, module: str = "instruction_counts") -> None:
+    def __init__(self, cpp_suite: Any, module: str = CASES_MODULE) -> None:
         self.cpp_suite = cpp_suite
         self.rounds = wall_time_rounds()
         suite = cpp_suite
@@ -253,7 +254,7 @@ class WallTimeMetric:
 
             time_wall.timeout = 120  # type: ignore[attr-defined]
         time_wall.timer = MEASURED_CLOCK  # type: ignore[attr-defined]
-        time_wall.unit = "seconds"  # type: ignore[attr-defined]
+        time_wall.unit = Metric.WALL_TIME.unit  # type: ignore[attr-defined]
         time_wall.rounds = self.rounds  # type: ignore[attr-defined]
         time_wall.repeat = SAMPLES_PER_ROUND  # type: ignore[attr-defined]
         time_wall.warmup_time = WARMUP_SECONDS  # type: ignore[attr-defined]

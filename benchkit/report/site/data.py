@@ -27,7 +27,7 @@ from benchkit.history.results import (
     result_machines,
     unrolled_results,
 )
-from benchkit.measure.operators import naming as operator_naming
+from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_class_name
 from benchkit.report import check, check_config
 from benchkit.stats import quantiles
 
@@ -38,12 +38,13 @@ CHANGED_STATUSES = (*check.FAILS_GATE, "improvement", "fixed")
 # Also listed, after them: can't tell where the observed change reached the threshold
 # (what a fixed threshold would have flagged), with the MDC that hides it.
 LISTED_ORDER = (*CHANGED_STATUSES, "can't tell")
-OPERATOR_METRICS = {
-    "track_compiled_over_eager": "ratio",
-    "track_eager_seconds": "eager_s",
-    "track_compiled_seconds": "compiled_s",
-    "track_compile_seconds": "compile_s",
-    "track_compile_cache_hit": "compile_cache_hit",  # the cache state, shown nowhere as a timing
+# operator metric -> its field in the operator suite's results (and the site's rows)
+OPERATOR_RESULT_FIELDS = {
+    Metric.COMPILED_OVER_EAGER: "ratio",
+    Metric.EAGER_SECONDS: "eager_s",
+    Metric.COMPILED_SECONDS: "compiled_s",
+    Metric.COMPILE_SECONDS: "compile_s",
+    Metric.COMPILE_CACHE_HIT: "compile_cache_hit",  # the cache state, shown nowhere as a timing
 }
 
 
@@ -140,8 +141,8 @@ def _benchmark_infos(conf: Any, damaged: Damaged) -> dict[str, BenchmarkInfo]:
 
 
 def _operator_pretty_name(key: str) -> str | None:
-    parsed = operator_naming.parse(key)
-    if parsed is None:
+    parsed = BenchmarkName.parse(key)
+    if parsed.metric not in OPERATOR_METRICS:
         return None
     operator = _operator_names().get(parsed.class_name, parsed.class_name)
     on_device = "" if parsed.device == "cpu" else f" on {parsed.device.upper()}"
@@ -373,7 +374,7 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
 @dataclasses.dataclass(frozen=True)
 class OperatorRow:
     operator: str
-    device: str  # cpu / cuda: the benchmark module's (`benchkit.measure.operators.naming`)
+    device: str  # cpu / cuda: the benchmark module's (`benchkit.names.OPERATOR_MODULES`)
     inputs: int
     failed: int
     speedups: tuple[float, float, float] | None  # 20/50/80th percentile of eager/compiled
@@ -389,7 +390,7 @@ def _operator_names() -> dict[str, str]:
         from benchkit.measure.operators.workload import CUDA_DEFAULT_OPERATORS, DEFAULT_OPERATORS
     except ImportError:
         return {}
-    return {operator_naming.class_name(op): op for op in (*DEFAULT_OPERATORS, *CUDA_DEFAULT_OPERATORS)}
+    return {operator_class_name(op): op for op in (*DEFAULT_OPERATORS, *CUDA_DEFAULT_OPERATORS)}
 
 
 def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]) -> list[OperatorRow]:
@@ -399,8 +400,8 @@ def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]
     values: dict[tuple[str, str], dict[tuple[str, ...], dict[str, float | None]]] = {}
     for (name, env), measurement in result_set.measurements.items():
         info = benchmarks.get(name)
-        parsed = operator_naming.parse(info.key if info else name)
-        if parsed is None:
+        parsed = BenchmarkName.parse(info.key if info else name)
+        if parsed.metric not in OPERATOR_METRICS:
             continue
         operator = names.get(parsed.class_name, parsed.class_name) + (f" [{env}]" if several_envs else "")
         combo = info.params if info else (name,)
@@ -408,7 +409,7 @@ def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]
         if value is not None and isinstance(value, float) and math.isnan(value):
             continue  # skipped (an op inductor falls back on; no CUDA device on this machine)
         values.setdefault((parsed.device, operator), {}).setdefault(combo, {})[
-            OPERATOR_METRICS[parsed.method]
+            OPERATOR_RESULT_FIELDS[parsed.metric]
         ] = value
     rows = []
     for (device, operator), inputs in sorted(values.items()):

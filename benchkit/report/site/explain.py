@@ -10,10 +10,10 @@ import sys
 
 from benchkit.errors import UserError
 from benchkit.measure.callgrind.profiles import CaseProfile, Profile, load_profile
+from benchkit.names import CaseKeys
 from benchkit.report import check
 from benchkit.report.diff import CaseDiff, diff_case, find_profiles
-from benchkit.report.site.data import BenchmarkInfo, PairChanges, log
-from benchkit.util import content_key
+from benchkit.report.site.data import PairChanges, log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +35,11 @@ class ProfileStore:
 
     def __init__(self, results_dir: str) -> None:
         self.paths = {(p.machine, p.commit, p.env_name): p.path for p in find_profiles(results_dir)}
-        self.loaded: dict[tuple[str, str, str], tuple[Profile, dict[str, str]] | None] = {}
+        self.loaded: dict[tuple[str, str, str], tuple[Profile, CaseKeys] | None] = {}
 
-    def case(
-        self, machine: str, commit: str, env: str, benchmark: str, key: str | None
-    ) -> CaseProfile | None:
-        """One case of a stored profile, by its key, else by the asv class name of `benchmark`."""
+    def case(self, machine: str, commit: str, env: str, benchmark: str) -> CaseProfile | None:
+        """The case of `benchmark` in a stored profile, found by the hash of the case key at the
+        end of its asv class name: asv's pretty name holds look-alikes, not the key."""
         slot = (machine, commit, env)
         if slot not in self.loaded:
             path = self.paths.get(slot)
@@ -48,10 +47,7 @@ class ProfileStore:
                 return None
             try:
                 profile = load_profile(path)
-                # asv class names end in content_key(case key, length=8) (`asv_class_name`),
-                # which finds the case when benchmarks.json (with the pretty name) lacks the benchmark.
-                by_hash = {content_key(k, length=8): k for k in profile.cases}
-                self.loaded[slot] = (profile, by_hash)
+                self.loaded[slot] = (profile, CaseKeys(profile.cases))
             except UserError as e:
                 log(f"warning: {e}")
                 self.loaded[slot] = None
@@ -60,27 +56,15 @@ class ProfileStore:
         entry = self.loaded[slot]
         if entry is None:
             return None
-        profile, by_hash = entry
-        if key is None:
-            parts = benchmark.split(".")
-            key = by_hash.get(parts[-2].rsplit("_", 1)[-1]) if len(parts) >= 3 else None
+        profile, keys = entry
+        key = keys.of_benchmark(benchmark)
         return None if key is None else profile.cases.get(key)
 
 
-def case_key(info: BenchmarkInfo | None) -> str | None:
-    """The profile's case key of an instruction-count benchmark: its pretty name without the method."""
-    if info is None or info.params:
-        return None
-    return re.sub(r" \[track_instructions\]$", "", info.pretty)
-
-
-def explain(
-    store: ProfileStore, pair: PairChanges, c: check.Comparison, info: BenchmarkInfo | None
-) -> Explanation | None:
+def explain(store: ProfileStore, pair: PairChanges, c: check.Comparison) -> Explanation | None:
     """The function-level diff behind an instruction-count change; None without both profiles."""
-    key = case_key(info)
-    base = store.case(pair.machine, pair.base.commit, c.env, c.name, key)
-    head = store.case(pair.machine, pair.head.commit, c.env, c.name, key)
+    base = store.case(pair.machine, pair.base.commit, c.env, c.name)
+    head = store.case(pair.machine, pair.head.commit, c.env, c.name)
     if base is None or head is None:
         return None
     diff = diff_case(base, head, top=sys.maxsize)

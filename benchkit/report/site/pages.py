@@ -19,6 +19,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from benchkit.history.results import Measurement
+from benchkit.names import BenchmarkName, Metric, MetricKind, benchmark_key, readable_name
 from benchkit.report import changepoints, check
 from benchkit.report.site.data import (
     BenchmarkInfo,
@@ -43,9 +44,9 @@ PAGES = (
     ("operators.html", "Operators"),
 )
 METRIC_HEADINGS = {
-    "instructions": "Instruction counts",
-    "wall_time": "Wall time",
-    "ratio": "Operator ratios and other tracked values",
+    MetricKind.INSTRUCTIONS: "Instruction counts",
+    MetricKind.WALL_TIME: "Wall time",
+    MetricKind.RATIO: "Operator ratios and other tracked values",
 }
 UPSTREAM_COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{}"
 TOP_FUNCTIONS = 12  # per group and direction on a why page
@@ -96,7 +97,7 @@ def graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, 
 
 
 def commits_graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, commits: str) -> str:
-    key = info.key if info else name.split("(")[0]
+    key = info.key if info else benchmark_key(name)
     query: list[tuple[str, str]] = [("machine", machine), ("branch", branch)]
     if info:
         query += [(f"p-{n}", v) for n, v in zip(info.param_names, info.params, strict=True)]
@@ -114,14 +115,7 @@ def display_unit(c: check.Comparison) -> str | None:
     (asv rewrites that file for the benchmarks of its last run)."""
     if c.unit is not None:
         return c.unit
-    method = c.name.split("(")[0].rsplit(".", 1)[-1]
-    if method.startswith("time_") or method in (
-        "track_eager_seconds",
-        "track_compiled_seconds",
-        "track_compile_seconds",
-    ):
-        return "seconds"
-    return "instructions" if method == "track_instructions" else None
+    return BenchmarkName.parse(c.name).fallback_unit()
 
 
 def fmt_value(c: check.Comparison, measurement: Measurement | None) -> str:
@@ -285,7 +279,8 @@ def render_regressions(data: SiteData) -> str:
 
 
 def render_why(data: SiteData, pair: PairChanges, c: check.Comparison, why: Explanation) -> str:
-    pretty = _pretty(data, c.name)
+    # The case key as written, escaped by the template: asv's pretty name has look-alikes.
+    pretty = readable_name(why.diff.key, Metric.INSTRUCTIONS) if c.name in data.benchmarks else c.name
     values: dict[str, Any] = {
         "pair": pair,
         "pretty": pretty,
@@ -360,7 +355,7 @@ def render_why_index(
     rows = []
     for pair in reversed(pairs):
         for c in pair.changes:
-            if c.metric == "instructions":
+            if c.metric == MetricKind.INSTRUCTIONS:
                 rows.append(
                     {
                         "c": c,
@@ -479,9 +474,9 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     store = ProfileStore(data.conf.results_dir)
     for pair in pairs:
         for c in pair.changes:
-            if c.metric != "instructions":
+            if c.metric != MetricKind.INSTRUCTIONS:
                 continue
-            why = explain(store, pair, c, data.benchmarks.get(c.name))
+            why = explain(store, pair, c)
             if why is None:
                 continue
             path = why_file(pair, c.name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +23,16 @@ from benchkit.callgrind_track import BatchResult, CaseCount
 from benchkit.history.build_step import BuildRecord
 from benchkit.history.repo import HistoryRepo
 from benchkit.measure.callgrind import profiles
-from benchkit.util import content_key
+from benchkit.names import BenchmarkName, CaseKeys, Metric, asv_class_name, operator_class_name, pretty_name
 
 MACHINE = "synthetic"
 ENV = "virtualenv-py3.11-numpy"
-OPERATOR_METHODS = {
-    "track_compiled_over_eager": "compiled/eager time (lower is better)",
-    "track_eager_seconds": "seconds",
-    "track_compiled_seconds": "seconds",
-    "track_compile_seconds": "seconds",
-}
+OPERATOR_METRICS = (
+    Metric.COMPILED_OVER_EAGER,
+    Metric.EAGER_SECONDS,
+    Metric.COMPILED_SECONDS,
+    Metric.COMPILE_SECONDS,
+)
 OPERATORS = ("aten.add.Tensor", "aten.mm.default", "aten.relu.default", "aten.sum.dim_IntList",
              "aten.native_layer_norm.default", "aten.gelu.default", "aten.mean.dim", "aten.clone.default",
              "aten.addmm.default", "aten.div.Scalar")  # fmt: skip
@@ -71,7 +72,7 @@ def _benchmark(name: str, unit: str, pretty: str, params: list[list[str]] | None
     return {
         "name": name,
         "unit": unit,
-        "type": "time" if unit == "seconds" and "time_" in name else "track",
+        "type": "time" if unit == "seconds" and BenchmarkName.parse(name).asv_timing else "track",
         "params": params,
         "param_names": ["input"] if params else [],
         "pretty_name": pretty,
@@ -79,26 +80,38 @@ def _benchmark(name: str, unit: str, pretty: str, params: list[list[str]] | None
     }
 
 
-def synthetic_benchmarks(count: int) -> dict[str, dict[str, Any]]:
-    """`count` benchmark keys: ~15% operator tracks, the rest half instruction counts, half wall time."""
+def _n_operators(count: int) -> int:
+    return max(1, min(len(OPERATORS), count * 15 // 100 // len(OPERATOR_METRICS)))
+
+
+def _case_labels(count: int, labels: Sequence[str]) -> list[str]:
+    """The labels of the cases among `count` benchmarks (two each): `labels` first, then made up."""
+    cases = (count - _n_operators(count) * len(OPERATOR_METRICS) + 1) // 2
+    return [labels[i] if i < len(labels) else f"Synthetic/op{i:03d}" for i in range(cases)]
+
+
+def _case_key(label: str) -> str:
+    return f"{label} | Python | Eager | Forward | 1 thread(s)"
+
+
+def synthetic_benchmarks(count: int, labels: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """`count` benchmark keys: ~15% operator tracks, the rest half instruction counts, half wall
+    time, of cases labelled `labels` first (then ``Synthetic/op000``...)."""
     benchmarks: dict[str, dict[str, Any]] = {}
-    n_ops = max(1, min(len(OPERATORS), count * 15 // 100 // len(OPERATOR_METHODS)))
-    for op in OPERATORS[:n_ops]:
-        cls = op.replace(".", "_")
-        for method, unit in OPERATOR_METHODS.items():
-            name = f"operators.{cls}.{method}"
-            benchmarks[name] = _benchmark(name, unit, f"{op} [{method}]", [list(INPUTS)])
+    for op in OPERATORS[: _n_operators(count)]:
+        for metric in OPERATOR_METRICS:
+            name = str(BenchmarkName.build(metric, operator_class_name(op)))
+            benchmarks[name] = _benchmark(name, metric.unit, f"{op} [{metric.method}]", [list(INPUTS)])
     remaining = count - len(benchmarks)
+    case_labels = _case_labels(count, labels)
     for i in range(remaining):
-        pretty = f"Synthetic/op{i // 2:03d} | Python | Eager | Forward | 1 thread(s)"
-        # Named as benchkit.define.expand.asv_class_name names a case: readable slug + hash of the case key.
-        case = f"Synthetic_op{i // 2:03d}_PYTHON_EAGER_FORWARD_t1_{content_key(pretty, length=8)}"
-        if i % 2 == 0:
-            name = f"instruction_counts.{case}.track_instructions"
-            benchmarks[name] = _benchmark(name, "instructions", f"{pretty} [track_instructions]")
-        else:
-            name = f"instruction_counts.{case}.time_wall"
-            benchmarks[name] = _benchmark(name, "seconds", f"{pretty} [time_wall]")
+        label = case_labels[i // 2]
+        key = _case_key(label)
+        # Named as benchkit names a case (`benchkit.define.expand.asv_class_name`).
+        case = asv_class_name([*label.split("/"), "PYTHON", "EAGER", "FORWARD", "t1"], key)
+        metric = Metric.INSTRUCTIONS if i % 2 == 0 else Metric.WALL_TIME
+        name = str(BenchmarkName.build(metric, case))
+        benchmarks[name] = _benchmark(name, metric.unit, pretty_name(key, metric))
     return benchmarks
 
 
@@ -141,11 +154,13 @@ def make_project(
     seed: int = 0,
     step_chance: float = 0.03,
     with_profiles: bool = True,
+    labels: Sequence[str] = (),
 ) -> Path:
     """A complete asv project in `root`; returns its asv.conf.json.
 
     With `with_profiles`, each commit also gets the function-level profile file
     `benchkit.measure.callgrind.profiles` stores beside asv's results (what the why pages read).
+    `labels`: the definition labels of the first cases (see `synthetic_benchmarks`).
     """
     rng = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -167,14 +182,15 @@ def make_project(
         commit = history.commit_record(record, "main", tag)
         hashes.append((commit, int(date.timestamp() * 1000)))
 
-    specs = synthetic_benchmarks(benchmarks)
+    specs = synthetic_benchmarks(benchmarks, labels)
+    case_keys = CaseKeys(_case_key(label) for label in _case_labels(benchmarks, labels))
     series: dict[tuple[str, int], list[float]] = {}
     for name, spec in specs.items():
         combos = len(spec["params"][0]) if spec["params"] else 1
         for j in range(combos):
             if spec["unit"] == "instructions":
                 start_value = rng.uniform(5e4, 5e6)
-            elif "compiled_over_eager" in name:
+            elif BenchmarkName.parse(name).metric is Metric.COMPILED_OVER_EAGER:
                 start_value = rng.uniform(0.3, 1.2)
             else:
                 start_value = rng.uniform(2e-6, 2e-3)
@@ -184,7 +200,8 @@ def make_project(
     case_profiles: dict[str, list[dict[str, int]]] = {}
     for name, spec in specs.items():
         if with_profiles and spec["unit"] == "instructions":
-            case_key = spec["pretty_name"].removesuffix(" [track_instructions]")
+            case_key = case_keys.of_benchmark(name)
+            assert case_key is not None
             functions = _profile_counts(rng, series[(name, 0)])
             case_profiles[case_key] = functions
             # asv's value is what the profile adds up to, per execution.
