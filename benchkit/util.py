@@ -25,7 +25,9 @@ def cache_dir(*parts: str) -> Path:
     ``BENCHKIT_CACHE_DIR`` overrides the default ``~/.cache/benchkit``. Caches
     are keyed by content (and torch build), so sharing them across commits is safe.
     """
-    root = Path(os.environ.get("BENCHKIT_CACHE_DIR") or Path.home() / ".cache" / "benchkit")
+    from benchkit import settings  # here: settings writes with this module's helpers
+
+    root = settings.current().cache_dir or Path.home() / ".cache" / "benchkit"
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
