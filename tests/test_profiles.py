@@ -163,6 +163,10 @@ def test_asv_location_from_asv_environment(tmp_path: Path, monkeypatch: pytest.M
     assert profiles.load_profile(path).machine == "box"
     monkeypatch.setenv(str(Var.ASV_MACHINE), "override")
     assert profiles.asv_profile_path().parent.parent.name == "override"
+    # benchkit's main job says the results folder too: the config is not read then.
+    monkeypatch.setenv(str(Var.ASV_RESULTS_DIR), str(tmp_path / "told"))
+    (tmp_path / "asv.conf.json").write_text("not json")
+    assert profiles.asv_profile_path().parent.parent == tmp_path / "told" / "override"
     monkeypatch.delenv("ASV_COMMIT")
     with pytest.raises(UserError, match="not inside an asv benchmark run"):
         profiles.asv_profile_path()

@@ -167,7 +167,7 @@ def _read_asv_json(path: Path) -> Any:
     except ImportError:
         return json.loads(_strip_json_comments(path.read_text()))
     try:
-        return asv_util.load_json(str(path))
+        return asv_util.load_json(str(path), js_comments=True)
     except asv_util.UserError as e:
         raise ValueError(str(e)) from None
 
@@ -190,13 +190,20 @@ def _default_machine_name(results_dir: Path) -> str:
 
 
 def _configured_results_dir(conf_dir: Path) -> Path:
-    """The results folder asv.conf.json names (a user's own ``asv run``: the settings do not say)."""
+    """The results folder asv.conf.json names (a user's own ``asv run``: the settings do not
+    say), read by asv's own config loader where asv is importable."""
     config = conf_dir / "asv.conf.json"
     try:
-        conf = _read_asv_json(config)
-    except (OSError, ValueError) as e:
+        from asv.config import Config
+    except ImportError:  # a benchmark environment: asv_runner only
+        try:
+            return conf_dir / _read_asv_json(config).get("results_dir", "results")
+        except (OSError, ValueError, AttributeError) as e:
+            raise UserError(f"cannot read {config}: {e}") from None
+    try:
+        return conf_dir / Config.load(str(config)).results_dir  # relative to the config's folder
+    except Exception as e:  # asv's UserError, OSError, a JSON error: all mean "cannot read"
         raise UserError(f"cannot read {config}: {e}") from None
-    return conf_dir / conf.get("results_dir", "results")
 
 
 def _asv_process(config: settings.Settings) -> settings.AsvProcess:
