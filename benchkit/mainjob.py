@@ -31,7 +31,7 @@ last reuses what the one before measured.
 The job hands its settings (rounds, machine, results folder, the ``-b`` selection with an
 id of the asv command) to asv's benchmark processes through the environment
 (`benchkit.settings.child_environ`), and records what shaped each build's numbers beside
-asv's results (`benchkit.settings.RunRecord`), which the summary and the gate read back.
+asv's results (`benchkit.settings_record.RunRecord`), which the summary and the gate read back.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from benchkit import settings
+from benchkit import settings, settings_record
 from benchkit.errors import UserError
 from benchkit.history import repo as history
 from benchkit.history import source as source_checkout
@@ -176,15 +176,15 @@ def _run_settings(
 
 
 def record_settings(
-    results_dir: Path, machine: str, commits: Sequence[str], record: settings.RunRecord
+    results_dir: Path, machine: str, commits: Sequence[str], record: settings_record.RunRecord
 ) -> list[Path]:
     """Write ``record`` beside each of asv's result files of these commits (one per environment)."""
     written = []
     for commit in commits:
         for result in sorted((results_dir / machine).glob(f"{commit[:8]}-*.json")):
             env_name = result.stem[len(commit[:8]) + 1 :]
-            path = settings.record_path(results_dir, machine, commit, env_name)
-            settings.write_record(path, record, commit, env_name)
+            path = settings_record.record_path(results_dir, machine, commit, env_name)
+            settings_record.write_record(path, record, commit, env_name)
             written.append(path)
     return written
 
@@ -300,7 +300,7 @@ def _run_main_job(
             run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
         if run_code < 0:
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
-        record = settings.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND)
+        record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND)
         record_settings(Path(conf.results_dir), machine_name, todo, record)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
         complete = run_summary.complete_builds(conf_path, expected, todo)

@@ -23,6 +23,8 @@ RANKS = {
     "errors": 0,
     "util": 0,
     "stats": 0,
+    "settings": 0,  # read by every stage
+    "settings_record": 0,
     "define": 1,
     "expand": 1,  # the definition stage's public entry
     "api": 1,  # the definition API under its first import path

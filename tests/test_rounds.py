@@ -150,14 +150,14 @@ def test_the_gate_names_settings_the_two_runs_differed_in(tmp_path: Path) -> Non
     """What each run was told is read back from beside asv's results, not guessed."""
     from support.histories import ENV, MACHINE, commit_hash
 
-    from benchkit import settings
+    from benchkit import settings_record
 
     project = _history(tmp_path, drift=0.0)
     for index, rounds in ((0, 12), (1, 4)):
         commit = commit_hash(index)
-        record = settings.RunRecord(MACHINE, rounds, 3, None)
-        settings.write_record(
-            settings.record_path(project.results, MACHINE, commit, ENV), record, commit, ENV
+        record = settings_record.RunRecord(MACHINE, rounds, 3, None)
+        settings_record.write_record(
+            settings_record.record_path(project.results, MACHINE, commit, ENV), record, commit, ENV
         )
     verdict = check.run_check("00000000", "00000001", asv_config=project.config)
     assert "#### Measured with different settings" in verdict.markdown

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchkit import settings
+from benchkit import settings, settings_record
 from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
 from benchkit.settings import Selection, SelectionSource, Var
@@ -90,13 +90,13 @@ def test_a_run_record_is_written_and_read_back(tmp_path: Path) -> None:
     config = dataclasses.replace(
         config, asv=settings.AsvRunSettings(selection=Selection(SelectionSource.GIVEN, "r", ("Linear",)))
     )
-    record = settings.RunRecord.of(config, "box", 4, 3)
+    record = settings_record.RunRecord.of(config, "box", 4, 3)
     assert record.definitions == ("mine.py",) and record.selection == ("Linear",) and record.inductor_cold
     commit = "0123456789abcdef" * 2 + "01234567"
-    path = settings.record_path(tmp_path, "box", commit, "virtualenv-py3.11")
-    settings.write_record(path, record, commit, "virtualenv-py3.11")
+    path = settings_record.record_path(tmp_path, "box", commit, "virtualenv-py3.11")
+    settings_record.write_record(path, record, commit, "virtualenv-py3.11")
     assert path == tmp_path / "box" / "benchkit-settings" / "01234567-virtualenv-py3.11.settings"
-    assert settings.records_of(tmp_path, "box", commit) == {"virtualenv-py3.11": record}
+    assert settings_record.records_of(tmp_path, "box", commit) == {"virtualenv-py3.11": record}
     assert "4 rounds x 3 samples" in record.describe() and "inductor cold" in record.describe()
     path.write_text("{not json")
-    assert settings.records_of(tmp_path, "box", commit) == {}
+    assert settings_record.records_of(tmp_path, "box", commit) == {}

@@ -105,7 +105,7 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
 from benchkit.report.noise import HistoryNoise, Noise, PairNoise, history_sigmas, pair_noise
 from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
 from benchkit.report.run_summary import settings_differences
-from benchkit.settings import records_of
+from benchkit.settings_record import records_of
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------------------ comparing

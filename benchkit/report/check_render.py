@@ -127,7 +127,7 @@ def render(
     if shifts:
         lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
         lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
-    if settings_differ:  # recorded beside asv's results by the runs (benchkit.settings.RunRecord)
+    if settings_differ:  # recorded beside asv's results by the runs (benchkit.settings_record)
         lines += ["", "#### Measured with different settings", ""]
         lines += [f"- {md_escape(d)}" for d in settings_differ]
     if not_judged:

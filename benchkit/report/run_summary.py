@@ -18,7 +18,7 @@ exception: CUDA operator timings all skipped, which is what a machine without a
 GPU records (the gate still fails a CUDA benchmark that had a number on base).
 
 With each build the settings that shaped its numbers are read back from what the job
-recorded beside asv's results (`benchkit.settings.RunRecord`): the rounds, the selection,
+recorded beside asv's results (`benchkit.settings_record`): the rounds, the selection,
 the inductor cache state asked for, ...; builds measured differently are named.
 """
 
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchkit import settings
+from benchkit import settings_record
 from benchkit.history.results import Damaged
 from benchkit.measure.operators import naming as operator_naming
 
@@ -62,7 +62,7 @@ class BuildSummary:
     counts: Mapping[str, Mapping[str, int]]  # metric -> state -> number of benchmarks
     examples: Mapping[str, Sequence[str]]  # "metric/state" -> a few benchmark names
     # environment -> the settings recorded for this build's run there (none before they were)
-    records: Mapping[str, settings.RunRecord] = dataclasses.field(default_factory=dict)
+    records: Mapping[str, settings_record.RunRecord] = dataclasses.field(default_factory=dict)
 
     def problems(self) -> list[str]:
         found = []
@@ -117,7 +117,9 @@ _SHAPING = ("wall_rounds", "samples_per_round", "inductor_cold", "operator_proce
 
 
 def settings_differences(
-    base: Mapping[str, settings.RunRecord], head: Mapping[str, settings.RunRecord], labels: Sequence[str]
+    base: Mapping[str, settings_record.RunRecord],
+    head: Mapping[str, settings_record.RunRecord],
+    labels: Sequence[str],
 ) -> list[str]:
     """What the recorded settings of two builds' runs (per environment) differ in, for a reader."""
     found = []
@@ -187,7 +189,7 @@ def summarize(
         result_set = load_result_set(conf, commit, machine, damaged=damaged)
         by_name = {name: m for (name, _env), m in result_set.measurements.items()}
         build = summarize_build(commit, label, expected, by_name)
-        records = settings.records_of(Path(conf.results_dir), machine, commit)
+        records = settings_record.records_of(Path(conf.results_dir), machine, commit)
         builds.append(dataclasses.replace(build, records=records))
     return Summary(builds)
 
