@@ -27,19 +27,26 @@ finds with 12 a side is measured in docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
 last reuses what the one before measured.
+
+The job hands its settings (rounds, machine, results folder, the ``-b`` selection with an
+id of the asv command) to asv's benchmark processes through the environment
+(`benchkit.settings.child_environ`), and records what shaped each build's numbers beside
+asv's results (`benchkit.settings_record.RunRecord`), which the summary and the gate read back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from benchkit import settings, settings_record
 from benchkit.errors import UserError
 from benchkit.history import repo as history
 from benchkit.history import source as source_checkout
@@ -111,7 +118,7 @@ def ensure_machine(conf_path: Path, machine: str | None) -> str:
 
 def asv_run_args(commits: str, bench: Sequence[str], machine: str | None) -> list[str]:
     """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``. Rounds and samples are
-    the suite's own (``BENCHKIT_WALL_ROUNDS`` in the environment changes the rounds)."""
+    the suite's own (the settings' ``wall_rounds``, in the environment, change the rounds)."""
     args = ["run", commits, "--record-samples", "--show-stderr", "--interleave-rounds"]
     for regex in bench:
         args += ["--bench", regex]
@@ -156,6 +163,30 @@ class Ledger:
         data[self.key] = sorted(commits)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(self.path, data)
+
+
+def _run_settings(
+    config: settings.Settings, machine: str, results_dir: Path, rounds: int, bench: Sequence[str]
+) -> settings.Settings:
+    selection = settings.Selection(
+        settings.SelectionSource.GIVEN, uuid.uuid4().hex, tuple(bench) if bench else None
+    )
+    asv = settings.AsvRunSettings(rounds, machine, results_dir.resolve(), selection)
+    return dataclasses.replace(config, asv=asv)
+
+
+def record_settings(
+    results_dir: Path, machine: str, commits: Sequence[str], record: settings_record.RunRecord
+) -> list[Path]:
+    """Write ``record`` beside each of asv's result files of these commits (one per environment)."""
+    written = []
+    for commit in commits:
+        for result in sorted((results_dir / machine).glob(f"{commit[:8]}-*.json")):
+            env_name = result.stem[len(commit[:8]) + 1 :]
+            path = settings_record.record_path(results_dir, machine, commit, env_name)
+            settings_record.write_record(path, record, commit, env_name)
+            written.append(path)
+    return written
 
 
 def publish(conf_path: Path, skip_damaged: bool = False) -> Path:
@@ -254,10 +285,12 @@ def _run_main_job(
     if len(todo) < len(main_commits):
         finished = len(main_commits) - len(todo)
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
-    # Profiles go under the machine asv records for (asv does not tell benchmarks).
-    env = {**os.environ, "BENCHKIT_ASV_MACHINE": machine_name, "BENCHKIT_WALL_ROUNDS": str(rounds)}
-    run_code = 0
     conf = load_asv_config(conf_path)
+    # asv tells its benchmark processes neither the machine and results folder (where profiles
+    # go) nor the -b selection (what setup_cache measures): the job says them.
+    run_settings = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, bench)
+    env = settings.child_environ(run_settings)
+    run_code = 0
     for found in set_aside_damaged(conf, machine_name, todo):
         progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")
     if todo:
@@ -267,6 +300,8 @@ def _run_main_job(
             run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
         if run_code < 0:
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
+        record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND)
+        record_settings(Path(conf.results_dir), machine_name, todo, record)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
         complete = run_summary.complete_builds(conf_path, expected, todo)
         ledger.record(complete)
@@ -288,6 +323,9 @@ def _run_main_job(
     damaged: list[DamagedFile] | None = [] if skip_damaged else None
     summary = run_summary.summarize(conf_path, machine_name, labels, bench, damaged)
     print(summary.table, file=sys.stderr)
+    if summary.measured_with:
+        print("measured with (recorded beside asv's results):", file=sys.stderr)
+        print("".join(f"  {line}\n" for line in summary.measured_with), end="", file=sys.stderr)
     problems = summary.problems
     if run_code and not problems:  # not a failed benchmark: e.g. it could not save its results
         problems.append(f"asv run exited {run_code} (see its output above)")

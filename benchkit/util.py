@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchkit import settings
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -25,7 +27,7 @@ def cache_dir(*parts: str) -> Path:
     ``BENCHKIT_CACHE_DIR`` overrides the default ``~/.cache/benchkit``. Caches
     are keyed by content (and torch build), so sharing them across commits is safe.
     """
-    root = Path(os.environ.get("BENCHKIT_CACHE_DIR") or Path.home() / ".cache" / "benchkit")
+    root = settings.current().cache_dir or Path.home() / ".cache" / "benchkit"
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

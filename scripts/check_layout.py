@@ -24,6 +24,8 @@ RANKS = {
     "util": 0,
     "stats": 0,
     "names": 0,  # the vocabulary of benchmark names, read by every stage
+    "settings": 0,  # read by every stage
+    "settings_record": 0,
     "define": 1,
     "expand": 1,  # the definition stage's public entry
     "api": 1,  # the definition API under its first import path

@@ -36,6 +36,7 @@ import pytest
 from support.asv_project import CASES, FAST, LINEAR, MACHINE, RELU, ROUNDS, AsvProject, make_project
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
+from benchkit import settings_record
 from benchkit.history import repo as history
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
@@ -246,6 +247,13 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert "instruction counts" in output and "wall time" in output  # the per-build table
     # `--machine` files the Callgrind profiles under that machine, beside its results.
     assert len(list((job.root / "results" / MACHINE / "benchkit-profiles").glob("*.json.gz"))) == 2
+    # What shaped each build's numbers is recorded beside its results and read back by the summary.
+    for commit in files:
+        [(env_name, record)] = settings_record.records_of(job.root / "results", MACHINE, commit).items()
+        assert (job.root / "results" / MACHINE / f"{commit[:8]}-{env_name}.json").is_file()
+        assert (record.machine, record.wall_rounds, record.samples_per_round) == (MACHINE, ROUNDS, 3)
+        assert record.selection is not None and record.selection[0] == CASES
+    assert f"{ROUNDS} rounds x {SAMPLES_PER_ROUND} samples; -b {CASES}" in output
 
     stamps = {c: p.stat().st_mtime_ns for c, p in files.items()}
     third = job.run(*command, check=False, timeout=900)
@@ -260,3 +268,5 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert f"--bench ^instruction_counts\\.(?:{RELU}_" in log, log[-3000:]
     assert "asv run over 2 of 2 torch build(s)" in log and LINEAR not in fourth.stdout, log[-3000:]
     assert fourth.returncode == 0, log[-3000:]
+    recorded = [settings_record.records_of(job.root / "results", MACHINE, commit) for commit in files]
+    assert [(r.selection or ())[:1] for rs in recorded for r in rs.values()] == [(r"^e2e/ReLU \|",)] * 2

@@ -23,6 +23,7 @@ from benchkit.callgrind_track import BatchResult, CaseCount
 from benchkit.errors import UserError
 from benchkit.measure.callgrind import profiles
 from benchkit.report import diff as profile_diff
+from benchkit.settings import Var
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHKIT = [sys.executable, "-m", "benchkit.cli"]
@@ -150,7 +151,7 @@ def test_asv_location_from_asv_environment(tmp_path: Path, monkeypatch: pytest.M
     home.mkdir()
     (home / ".asv-machine.json").write_text(json.dumps({"version": 1, "box": {"machine": "box"}}))
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv(profiles.MACHINE_ENV, raising=False)
+    monkeypatch.delenv(str(Var.ASV_MACHINE), raising=False)
     monkeypatch.setenv("ASV_CONF_DIR", str(tmp_path))
     monkeypatch.setenv("ASV_COMMIT", "0123456789abcdef0123456789abcdef01234567")
     monkeypatch.setenv("ASV_ENV_NAME", "virtualenv-py3.11-numpy")
@@ -160,8 +161,12 @@ def test_asv_location_from_asv_environment(tmp_path: Path, monkeypatch: pytest.M
         / "0123456789abcdef0123456789abcdef01234567-virtualenv-py3.11-numpy.json.gz"
     )  # fmt: skip
     assert profiles.load_profile(path).machine == "box"
-    monkeypatch.setenv(profiles.MACHINE_ENV, "override")
+    monkeypatch.setenv(str(Var.ASV_MACHINE), "override")
     assert profiles.asv_profile_path().parent.parent.name == "override"
+    # benchkit's main job says the results folder too: the config is not read then.
+    monkeypatch.setenv(str(Var.ASV_RESULTS_DIR), str(tmp_path / "told"))
+    (tmp_path / "asv.conf.json").write_text("not json")
+    assert profiles.asv_profile_path().parent.parent == tmp_path / "told" / "override"
     monkeypatch.delenv("ASV_COMMIT")
     with pytest.raises(UserError, match="not inside an asv benchmark run"):
         profiles.asv_profile_path()

@@ -144,3 +144,22 @@ def test_samples_per_round_comes_from_benchmarks_json(tmp_path: Path) -> None:
     # Left out of benchmarks.json by a later `asv run -b`: benchkit's own time_wall repeat.
     assert per_round(WALL.format("unlisted")) == 3
     assert per_round("instruction_counts.unlisted.track_instructions") is None
+
+
+def test_the_gate_names_settings_the_two_runs_differed_in(tmp_path: Path) -> None:
+    """What each run was told is read back from beside asv's results, not guessed."""
+    from support.histories import ENV, MACHINE, commit_hash
+
+    from benchkit import settings_record
+
+    project = _history(tmp_path, drift=0.0)
+    for index, rounds in ((0, 12), (1, 4)):
+        commit = commit_hash(index)
+        record = settings_record.RunRecord(MACHINE, rounds, 3, None)
+        settings_record.write_record(
+            settings_record.record_path(project.results, MACHINE, commit, ENV), record, commit, ENV
+        )
+    verdict = check.run_check("00000000", "00000001", asv_config=project.config)
+    assert "#### Measured with different settings" in verdict.markdown
+    assert f"wall rounds: 12 on 00000000, 4 on 00000001 ({ENV})" in verdict.markdown
+    assert "samples per round" not in verdict.markdown  # alike: not named

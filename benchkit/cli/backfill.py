@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from benchkit import settings as benchkit_settings
 from benchkit.cli.cases import add_bench_option, nothing_matched
 from benchkit.cli.options import add_job_options
 
-SETTINGS = ("BENCHKIT_DEFINITIONS", "BENCHKIT_STANDARD")  # what the workers must see as the client does
+if TYPE_CHECKING:
+    from benchkit.settings import DefineSettings
 
 
 def _cmd_backfill(args: argparse.Namespace) -> int:
@@ -32,14 +34,13 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     if not cases:
         raise UserError(nothing_matched(args.bench))
     case_filter = "|".join(f"(?:{p})" for p in args.bench) or None
+    # asv's discovery and the workers learn definitions as `asv run` does: from the environment.
+    define = benchkit_settings.current().define
     if args.definitions:
-        # asv's discovery and the workers learn definitions as `asv run` does: from the environment.
-        given = [str(Path(d).resolve()) for d in args.definitions]
-        already = [p for p in os.environ.get("BENCHKIT_DEFINITIONS", "").split(os.pathsep) if p]
-        os.environ["BENCHKIT_DEFINITIONS"] = os.pathsep.join(dict.fromkeys([*already, *given]))
-    settings = {name: os.environ[name] for name in SETTINGS if name in os.environ}
+        given = [Path(d).resolve() for d in args.definitions]
+        define = dataclasses.replace(define, definitions=tuple(dict.fromkeys([*define.definitions, *given])))
     with job_lock(config, wait=not args.no_wait):
-        return _backfill(args, conf, config, repo, commits, cases, settings, case_filter)
+        return _backfill(args, conf, config, repo, commits, cases, define, case_filter)
 
 
 def _backfill(
@@ -49,7 +50,7 @@ def _backfill(
     repo: Any,
     commits: list[str],
     cases: list[Any],
-    settings: dict[str, str],
+    define: DefineSettings,
     case_filter: str | None,
 ) -> int:
     from distributed import Client, LocalCluster
@@ -67,9 +68,12 @@ def _backfill(
         backfill._say(f"started a LocalCluster of {args.workers} worker process(es)")
     try:
         fingerprint = backfill.expected_fingerprint(client)
+        client_settings = dataclasses.replace(benchkit_settings.current(), define=define)
         target = backfill.make_target(
-            conf, config.parent, {c.key: asv_class_name(c) for c in cases}, fingerprint
+            conf, config.parent, {c.key: asv_class_name(c) for c in cases}, fingerprint, client_settings
         )
+        # what the workers must see as the client does: the suite's definitions
+        settings = benchkit_settings.to_environ(benchkit_settings.Settings(define=define))
         backfill._say(
             f"{len(commits)} build(s), {len(cases)} case(s) each, into {target.results_dir / target.machine}"
         )

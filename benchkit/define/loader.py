@@ -11,18 +11,15 @@ A PyTorch checkout's ``benchmarks/instruction_counts`` folder, or a module in it
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit import settings
 from benchkit.define import pytorch_layout
 from benchkit.define.modules import run_definitions
 from benchkit.errors import UserError
-
-DEFINITIONS_ENV = "BENCHKIT_DEFINITIONS"
-STANDARD_ENV = "BENCHKIT_STANDARD"
 
 
 def _load_user_module(path: Path) -> dict[Any, Any]:
@@ -68,8 +65,7 @@ def definition_paths(explicit: Sequence[str] | None = None) -> list[Path]:
     """Explicit paths if given, else those named by BENCHKIT_DEFINITIONS."""
     if explicit:
         return [Path(p) for p in explicit]
-    env = os.environ.get(DEFINITIONS_ENV, "")
-    return [Path(p) for p in env.split(os.pathsep) if p.strip()]
+    return list(settings.current().define.definitions)
 
 
 def load_definitions(paths: Sequence[str] | None = None, standard: bool | None = None) -> dict[Any, Any]:
@@ -79,7 +75,7 @@ def load_definitions(paths: Sequence[str] | None = None, standard: bool | None =
     exists in both is reported by `expand.flatten` as defined twice.
     """
     if standard is None:
-        standard = os.environ.get(STANDARD_ENV, "1") != "0"
+        standard = settings.current().define.standard
     merged: dict[Any, Any] = {}
     sources: list[tuple[str, dict[Any, Any]]] = []
     if standard:

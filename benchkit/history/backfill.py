@@ -45,6 +45,7 @@ from typing import Any
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from benchkit import settings as benchkit_settings
 from benchkit.errors import UserError
 from benchkit.history.backfill_worker import count_build
 from benchkit.history.fingerprint import counting_fingerprint, differences, machine_name
@@ -124,10 +125,11 @@ class Target:
 
 
 def instruction_benchmarks(
-    conf: Any, conf_dir: Path, case_keys: Mapping[str, str]
+    conf: Any, conf_dir: Path, case_keys: Mapping[str, str], config: benchkit_settings.Settings | None = None
 ) -> dict[str, dict[str, Any]]:
     """asv's entries (name, version, params) of the ``track_instructions`` benchmarks of
-    these cases (case key -> asv class name), discovering benchmarks when asv has not yet."""
+    these cases (case key -> asv class name), discovering benchmarks when asv has not yet
+    (with ``config``, this process's settings by default: the definitions among them)."""
     from asv import util as asv_util
     from asv.benchmarks import Benchmarks
 
@@ -147,7 +149,9 @@ def instruction_benchmarks(
             fields = dict.fromkeys(("os", "arch", "cpu", "num_cpu", "ram"), "")
             machines = {_DISCOVERY: {"machine": _DISCOVERY, **fields}, "version": 1}
             Path(home, ".asv-machine.json").write_text(json.dumps(machines))
-            env = {**os.environ, "HOME": home, "BENCHKIT_CACHE_DIR": str(cache_dir())}
+            # the cache as this process sees it: HOME changes for asv
+            config = dataclasses.replace(config or benchkit_settings.current(), cache_dir=cache_dir())
+            env = {**benchkit_settings.child_environ(config), "HOME": home}
             done = subprocess.run(
                 ["asv", "run", "--python=same", "--bench", "just-discover", "--machine", _DISCOVERY],
                 cwd=conf_dir, env=env, capture_output=True, text=True,
@@ -370,7 +374,11 @@ def expected_fingerprint(client: Any) -> dict[str, str]:
 
 
 def make_target(
-    conf: Any, conf_dir: Path, case_keys: Mapping[str, str], fingerprint: Mapping[str, str]
+    conf: Any,
+    conf_dir: Path,
+    case_keys: Mapping[str, str],
+    fingerprint: Mapping[str, str],
+    config: benchkit_settings.Settings | None = None,
 ) -> Target:
     machine = machine_name(fingerprint)
     python = ".".join(fingerprint["python"].split(".")[:2])
@@ -379,7 +387,7 @@ def make_target(
         machine=machine,
         env_name=f"benchkit-counts-py{python}",
         fingerprint=dict(fingerprint),
-        benchmarks=instruction_benchmarks(conf, conf_dir, case_keys),
+        benchmarks=instruction_benchmarks(conf, conf_dir, case_keys, config),
     )
 
 

@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.history.wheels import (
     WHEELHOUSE_ENV,
@@ -47,7 +48,7 @@ from benchkit.history.wheels import (
 
 BUILD_FILE = "benchkit-build.json"
 BUILD_FILE_FORMAT = 1
-SOURCE_BUILD_ENV = "BENCHKIT_SOURCE_BUILD"  # "0" forbids building torch from source
+SOURCE_BUILD_ENV = settings.Var.SOURCE_BUILD.value  # "0" forbids building torch from source
 
 # Settings that decide what a PyTorch source build produces; echoed in the build log.
 _SOURCE_FLAG_PREFIXES = ("USE_", "BUILD_", "CMAKE_", "TORCH_", "MAX_JOBS", "DEBUG", "REL_WITH_DEB_INFO")
@@ -105,7 +106,9 @@ class BuildRecord:
         return cls.from_json(data, str(path))
 
 
-def resolve_record_wheel(record: BuildRecord, where: str, environ: Mapping[str, str] | None = None) -> Path:
+def resolve_record_wheel(
+    record: BuildRecord, where: str, history: settings.HistorySettings | None = None
+) -> Path:
     """Find the exact wheel a build record names (verified by sha256), fetching it if possible."""
     stored = stored_wheel_path(record.wheel_sha256, record.wheel_filename)
     if stored.is_file():
@@ -113,7 +116,7 @@ def resolve_record_wheel(record: BuildRecord, where: str, environ: Mapping[str, 
             return stored
         _log(f"{where}: the stored {stored} does not match its sha256 (damaged?); fetching it again")
         stored.unlink()
-    for folder in wheelhouses(environ):
+    for folder in wheelhouses(history):
         candidate = folder / record.wheel_filename
         if candidate.is_file() and file_sha256(candidate) == record.wheel_sha256:
             return store_wheel(candidate, record.wheel_sha256)
@@ -218,13 +221,15 @@ def source_build_plan(
 def plan_build(
     build_dir: Path, commit: str, cache_dir_: Path, environ: Mapping[str, str] | None = None
 ) -> BuildPlan:
-    """Decide how to obtain the torch wheel for `commit` checked out in `build_dir`."""
+    """Decide how to obtain the torch wheel for `commit` checked out in `build_dir` (``environ``:
+    the build's environment, this process's by default; benchkit's settings are read from it)."""
     environ = os.environ if environ is None else environ
+    history = settings.read(environ).history
     record_path = build_dir / BUILD_FILE
     if record_path.is_file():
         record = BuildRecord.load(record_path)
         where = f"history commit {commit[:12]} ({record.torch_version})"
-        wheel = resolve_record_wheel(record, where, environ)
+        wheel = resolve_record_wheel(record, where, history)
         return BuildPlan(
             "history-wheel", commit, f"wheel history entry {record.torch_version}", wheel, record
         )
@@ -233,7 +238,7 @@ def plan_build(
             f"commit {commit[:12]}: nothing to build -- {build_dir} has no {BUILD_FILE} (a wheel history "
             "commit, see `benchkit history`) and is not a PyTorch source checkout (setup.py and torch/)"
         )
-    folders = wheelhouses(environ)
+    folders = wheelhouses(history)
     # then benchkit's wheel store: every wheel a history ever recorded, and earlier source builds
     found = find_wheel_by_git_version(
         [*folders, *sorted(p for p in wheel_store().iterdir() if p.is_dir())], commit
@@ -242,7 +247,7 @@ def plan_build(
         return BuildPlan(
             "wheelhouse", commit, f"prebuilt wheel {found.version} matches git_version", found.path
         )
-    if environ.get(SOURCE_BUILD_ENV, "1") == "0":
+    if not history.source_build:
         searched = ", ".join(map(str, folders)) or f"no wheelhouse ({WHEELHOUSE_ENV} is unset)"
         raise UserError(
             f"commit {commit[:12]}: no torch wheel with this git_version in {searched}, and source "
@@ -281,7 +286,7 @@ def execute_plan(plan: BuildPlan, cache_dir_: Path, environ: Mapping[str, str] |
         raise UserError(f"source build of {plan.commit[:12]} left {len(built)} torch wheels in {cache_dir_}")
     info = read_wheel_info(built[0])
     _log(f"built {info.filename} (git_version {info.git_version[:12]}) in {time.monotonic() - start:.0f} s")
-    folders = wheelhouses(environ)
+    folders = wheelhouses(settings.read(environ).history)
     if folders:  # keep source builds: other environments and machines can reuse them
         kept = link_or_copy(built[0], folders[0] / built[0].name)
         _log(f"kept a copy in wheelhouse {kept}")

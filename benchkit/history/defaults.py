@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 import sys
 from pathlib import Path
 
+from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.history.build_step import BuildRecord
 from benchkit.history.installed import InstalledTorch, installed_torch, repack_installed
@@ -26,7 +26,6 @@ from benchkit.history.repo import log, record_for_wheel
 from benchkit.history.sources import PIP_CONFIG, PipSource, fetch
 from benchkit.history.wheels import read_wheel_info, stored_wheel_path
 
-TORCH_WHEEL_ENV = "BENCHKIT_TORCH_WHEEL"
 PASS_BUILDS_HINT = (
     "pass torch builds instead: `benchkit main --build WHEEL_OR_REQUIREMENT` (repeatable) or "
     "`benchkit history init WHEEL_OR_REQUIREMENT...`"
@@ -103,13 +102,13 @@ def pick_default_builds(include_index: bool = True, source: PipSource = PIP_CONF
 def installed_torch_wheel(source: PipSource = PIP_CONFIG) -> Path:
     """A wheel file of the torch installed here (for scripts that patch or install it):
     ``BENCHKIT_TORCH_WHEEL`` when set, else its wheel from pip's sources, else its files packed."""
-    explicit = os.environ.get(TORCH_WHEEL_ENV)
-    if explicit:
-        return Path(explicit)
+    explicit = settings.current().history.torch_wheel
+    if explicit is not None:
+        return explicit
     torch = installed_torch()
     if torch is None:
         raise UserError(
-            f"no torch is installed in {sys.executable}; set {TORCH_WHEEL_ENV}=/path/to/torch.whl"
+            f"no torch is installed in {sys.executable}; set {settings.Var.TORCH_WHEEL}=/path/to/torch.whl"
         )
     record = _installed_pick(torch, source).record
     return stored_wheel_path(record.wheel_sha256, record.wheel_filename)

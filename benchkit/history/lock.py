@@ -25,8 +25,6 @@ from pathlib import Path
 from benchkit.errors import UserError
 
 LOCK_NAME = "benchkit.lock"
-# The folder whose asv state the lock guards, for asv's build step (its cwd is asv's build dir).
-CONF_DIR_ENV = "BENCHKIT_ASV_CONF_DIR"
 
 # Locks this process holds, by path: a job that calls another (main -> publish) takes it once.
 _held: dict[Path, int] = {}

@@ -23,10 +23,12 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from benchkit import settings
 from benchkit.errors import UserError
+from benchkit.settings import HistorySettings, Var
 from benchkit.util import atomic_path, cache_dir
 
-WHEELHOUSE_ENV = "BENCHKIT_WHEELHOUSE"
+WHEELHOUSE_ENV = Var.WHEELHOUSE.value
 
 
 def _log(message: str) -> None:
@@ -138,10 +140,9 @@ def store_wheel(path: Path, sha256: str) -> Path:
     return target
 
 
-def wheelhouses(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """Folders named by BENCHKIT_WHEELHOUSE (os.pathsep-separated); each must exist."""
-    environ = os.environ if environ is None else environ
-    folders = [Path(p).expanduser() for p in environ.get(WHEELHOUSE_ENV, "").split(os.pathsep) if p]
+def wheelhouses(history: HistorySettings | None = None) -> list[Path]:
+    """The wheelhouse folders of the settings (this process's by default); each must exist."""
+    folders = list((history or settings.current().history).wheelhouses)
     for folder in folders:
         if not folder.is_dir():
             raise UserError(f"wheelhouse {folder} (from {WHEELHOUSE_ENV}) does not exist or is not a folder")

@@ -2,18 +2,22 @@
 
 asv runs a shared ``setup_cache`` once per environment (and once per round with
 ``--interleave-rounds``) and does not tell it which benchmarks were selected with
-``-b``. The process running ``setup_cache`` is started by the asv command itself,
-so that command's line is the nearest ancestor process whose arguments are an asv
-invocation: it is parsed with asv's own argument parser (run in that command's own
-interpreter, since benchmark environments hold asv_runner, not asv) and asv's own
-matching rule is applied (``re.search`` of any ``-b`` regex on ``module.Class.method``, or on
-``module.Class.method(p0, p1)`` for one parameter combination, parameter values as
-their ``repr``).
+``-b``. Where the selection comes from (`benchkit.settings.Selection`):
 
-When the selection cannot be known (no asv ancestor, e.g. ``benchkit counts``; a
-command line asv's parser rejects; no ``-b``) the answer is ``None``: everything.
-A selection therefore only ever saves work; it never drops a benchmark asv runs.
-``BENCHKIT_ASV_SELECTION=all`` turns the mechanism off.
+* benchkit's main job starts asv itself, so it says the selection and an id of that asv
+  command in the settings it hands asv's benchmark processes;
+* ``BENCHKIT_ASV_SELECTION=all`` says "everything" and turns the mechanism off;
+* otherwise (a user's own ``asv run -b ...``), as a last resort, `command_line_invocation`
+  reads the asv command's line from ``/proc``: the process running ``setup_cache`` is
+  started by the asv command itself, so that command is the nearest ancestor process whose
+  arguments are an asv invocation. It is parsed with asv's own argument parser (run in that
+  command's own interpreter, since benchmark environments hold asv_runner, not asv).
+
+asv's own matching rule is applied (``re.search`` of any ``-b`` regex on ``module.Class.method``,
+or on ``module.Class.method(p0, p1)`` for one parameter combination, parameter values as
+their ``repr``). When the selection cannot be known (no asv ancestor, e.g. ``benchkit
+counts``; a command line asv's parser rejects; no ``-b``) the answer is ``None``:
+everything. A selection therefore only ever saves work; it never drops a benchmark asv runs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchkit import settings
 from benchkit.names import CASE_METRICS
 
 _MAX_ANCESTORS = 6
@@ -34,16 +39,11 @@ _MAX_ANCESTORS = 6
 
 @dataclass(frozen=True)
 class AsvInvocation:
-    """The asv command that started this process: its pid, start time and ``-b`` regexes."""
+    """The asv command that started this process: its identity and ``-b`` regexes."""
 
-    pid: int
-    start_ticks: int
+    identity: str  # unique for this asv command: its rounds share work under it
     regexes: tuple[str, ...] | None  # None: the whole suite
-
-    @property
-    def identity(self) -> str:
-        """Unique for this asv command (a pid alone may be reused later)."""
-        return f"{self.pid}-{self.start_ticks}"
+    pid: int | None = None  # the asv process, when found among the ancestors
 
 
 def _proc_argv(pid: int) -> list[str]:
@@ -104,10 +104,20 @@ def parse_regexes(arguments: Sequence[str], python: str = sys.executable) -> tup
     return tuple(bench)
 
 
-def current_invocation() -> AsvInvocation | None:
-    """The asv command among this process's ancestors, or None when there is none."""
-    if os.environ.get("BENCHKIT_ASV_SELECTION") == "all":
+def current_invocation(selection: settings.Selection | None = None) -> AsvInvocation | None:
+    """The asv command running this process as the settings say it (this process's by
+    default), else as its command line says; None: not under asv, or everything selected."""
+    selection = selection or settings.current().asv.selection
+    if selection.source is settings.SelectionSource.ALL:
         return None
+    if selection.source is settings.SelectionSource.GIVEN:
+        return AsvInvocation(selection.command, selection.regexes)
+    return command_line_invocation()
+
+
+def command_line_invocation() -> AsvInvocation | None:
+    """The last resort: the asv command among this process's ancestors (from ``/proc``), its
+    ``-b`` read with asv's own parser; None when there is none."""
     pid = os.getppid()
     for _ in range(_MAX_ANCESTORS):
         if pid <= 1:
@@ -119,7 +129,8 @@ def current_invocation() -> AsvInvocation | None:
         except (OSError, ValueError, IndexError):
             return None
         if arguments is not None:
-            return AsvInvocation(pid, start, parse_regexes(arguments, python))
+            # pid and start time: a pid alone may be reused later
+            return AsvInvocation(f"{pid}-{start}", parse_regexes(arguments, python), pid)
         pid = parent
     return None
 

@@ -104,6 +104,8 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
 )
 from benchkit.report.noise import HistoryNoise, Noise, PairNoise, history_sigmas, pair_noise
 from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
+from benchkit.report.run_summary import settings_differences
+from benchkit.settings_record import records_of
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------------------ comparing
@@ -282,4 +284,9 @@ def run_check(
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
     shifts = [s.describe() for s in pair.shifts]
     reasons = not_judged_reasons(comparisons, disturbed)
-    return render(comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons)
+    # What the two runs were told (recorded beside asv's results): rounds, inductor cache state...
+    records = [records_of(Path(conf.results_dir), machine, s.commit) for s in sets]
+    differed = settings_differences(records[0], records[1], (base, head))
+    return render(
+        comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons, differed
+    )

@@ -88,6 +88,7 @@ def render(
     show_unchanged: bool = False,
     shifts: Sequence[str] = (),
     not_judged: Sequence[str] = (),
+    settings_differ: Sequence[str] = (),
 ) -> Verdict:
     by_status: dict[Status, list[Comparison]] = {}
     for c in comparisons:
@@ -126,6 +127,9 @@ def render(
     if shifts:
         lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
         lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
+    if settings_differ:  # recorded beside asv's results by the runs (benchkit.settings_record)
+        lines += ["", "#### Measured with different settings", ""]
+        lines += [f"- {md_escape(d)}" for d in settings_differ]
     if not_judged:
         lines += ["", "#### Not judged (measure again)", "", *(f"- {md_escape(n)}" for n in not_judged)]
     if problems:

@@ -16,6 +16,10 @@ A metric with no number for a build, or any failed or missing benchmark, is a
 problem: the job does not call itself finished without saying so. The one
 exception: CUDA operator timings all skipped, which is what a machine without a
 GPU records (the gate still fails a CUDA benchmark that had a number on base).
+
+With each build the settings that shaped its numbers are read back from what the job
+recorded beside asv's results (`benchkit.settings_record`): the rounds, the selection,
+the inductor cache state asked for, ...; builds measured differently are named.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit import settings_record
 from benchkit.history.results import Damaged
 from benchkit.names import BenchmarkName, Metric, RunGroup
 
@@ -48,6 +53,8 @@ class BuildSummary:
     label: str  # e.g. the history tag: torch version
     counts: Mapping[str, Mapping[str, int]]  # metric -> state -> number of benchmarks
     examples: Mapping[str, Sequence[str]]  # "metric/state" -> a few benchmark names
+    # environment -> the settings recorded for this build's run there (none before they were)
+    records: Mapping[str, settings_record.RunRecord] = dataclasses.field(default_factory=dict)
 
     def problems(self) -> list[str]:
         found = []
@@ -86,6 +93,35 @@ class Summary:
         return "\n".join(
             "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in [header, *rows]
         )
+
+    @property
+    def measured_with(self) -> list[str]:
+        """One line per build and environment: the recorded settings of its run."""
+        return [
+            f"{build.label} ({env}): {record.describe()}"
+            for build in self.builds
+            for env, record in sorted(build.records.items())
+        ]
+
+
+# What the gate holds equal between two builds for their numbers to be compared as measured alike.
+_SHAPING = ("wall_rounds", "samples_per_round", "inductor_cold", "operator_processes", "operator_rounds")
+
+
+def settings_differences(
+    base: Mapping[str, settings_record.RunRecord],
+    head: Mapping[str, settings_record.RunRecord],
+    labels: Sequence[str],
+) -> list[str]:
+    """What the recorded settings of two builds' runs (per environment) differ in, for a reader."""
+    found = []
+    for env in sorted(set(base) & set(head)):
+        for name in _SHAPING:
+            before, after = getattr(base[env], name), getattr(head[env], name)
+            if before != after:
+                what = name.replace("_", " ")
+                found.append(f"{what}: {before} on {labels[0]}, {after} on {labels[1]} ({env})")
+    return found
 
 
 def _describe(states: Mapping[str, int]) -> str:
@@ -144,7 +180,9 @@ def summarize(
     for commit, label in commits:
         result_set = load_result_set(conf, commit, machine, damaged=damaged)
         by_name = {name: m for (name, _env), m in result_set.measurements.items()}
-        builds.append(summarize_build(commit, label, expected, by_name))
+        build = summarize_build(commit, label, expected, by_name)
+        records = settings_record.records_of(Path(conf.results_dir), machine, commit)
+        builds.append(dataclasses.replace(build, records=records))
     return Summary(builds)
 
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchkit import settings
 from benchkit.util import atomic_write_json, cache_dir, content_key, torch_build_id
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def recount_requested() -> bool:
-    return os.environ.get("BENCHKIT_RECOUNT", "") not in ("", "0")
+    return settings.current().measure.recount
 
 
 @functools.cache

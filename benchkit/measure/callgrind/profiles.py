@@ -12,6 +12,11 @@ asv reads every ``*.json`` below its results directory; ``.json.gz`` files are
 left alone. Function names are stored once per file (a string table), so a
 profile of the standard suite is a few hundred kilobytes.
 
+Where: asv tells a benchmark process its commit, environment and config folder, but neither
+its results folder nor its machine. benchkit's main job says both in the settings
+(`benchkit.settings.AsvRunSettings`); for a user's own ``asv run`` they are read from the
+config (asv's own loader where asv is importable) and asv's default machine.
+
 `load_profile(path)` reads one back; finding and diffing them is `benchkit.report.diff`'s.
 """
 
@@ -26,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.util import atomic_write_bytes
 
@@ -36,7 +42,6 @@ FORMAT = "benchkit-callgrind-profile"
 VERSION = 1
 PROFILE_DIR = "benchkit-profiles"
 SUFFIX = ".json.gz"
-MACHINE_ENV = "BENCHKIT_ASV_MACHINE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +135,7 @@ def save_profile(
 
 
 def _strip_json_comments(text: str) -> str:
-    """asv.conf.json allows // comments; drop them outside strings."""
+    """asv.conf.json allows // comments; drop them outside strings (where asv is not importable)."""
     out, i, in_string = [], 0, False
     while i < len(text):
         ch = text[i]
@@ -154,14 +159,25 @@ def _strip_json_comments(text: str) -> str:
     return "".join(out)
 
 
-def _asv_machine_name(results_dir: Path) -> str:
-    """The machine asv is recording for. asv does not tell benchmark processes, so:
-    BENCHKIT_ASV_MACHINE, else asv's own default (the ~/.asv-machine.json entry of this
-    host, or its only entry), else the only machine folder in the results."""
-    if os.environ.get(MACHINE_ENV):
-        return os.environ[MACHINE_ENV]
+def _read_asv_json(path: Path) -> Any:
+    """asv's JSON files allow // comments: asv's own reader where asv is importable (a
+    benchmark environment holds asv_runner only), else comments dropped here."""
     try:
-        machines = json.loads(_strip_json_comments(Path("~/.asv-machine.json").expanduser().read_text()))
+        from asv import util as asv_util
+    except ImportError:
+        return json.loads(_strip_json_comments(path.read_text()))
+    try:
+        return asv_util.load_json(str(path), js_comments=True)
+    except asv_util.UserError as e:
+        raise ValueError(str(e)) from None
+
+
+def _default_machine_name(results_dir: Path) -> str:
+    """The machine a user's own ``asv run`` records for (the settings do not say): asv's
+    default (the ~/.asv-machine.json entry of this host, or its only entry), else the only
+    machine folder in the results."""
+    try:
+        machines = _read_asv_json(Path("~/.asv-machine.json").expanduser())
         entries = {k: v for k, v in machines.items() if isinstance(v, dict)}
         node = platform.node()
         entry = entries.get(node) or (next(iter(entries.values())) if len(entries) == 1 else None)
@@ -173,29 +189,44 @@ def _asv_machine_name(results_dir: Path) -> str:
     return folders[0] if len(folders) == 1 else platform.node()
 
 
-def asv_profile_path() -> Path:
-    """Where this asv benchmark process should store its profile (from ASV_* variables)."""
-    conf_dir, commit, env_name = (os.environ.get(n) for n in ("ASV_CONF_DIR", "ASV_COMMIT", "ASV_ENV_NAME"))
-    if not (conf_dir and commit and env_name):
-        raise UserError("not inside an asv benchmark run (ASV_CONF_DIR/ASV_COMMIT/ASV_ENV_NAME unset)")
-    config = Path(conf_dir) / "asv.conf.json"
+def _configured_results_dir(conf_dir: Path) -> Path:
+    """The results folder asv.conf.json names (a user's own ``asv run``: the settings do not
+    say), read by asv's own config loader where asv is importable."""
+    config = conf_dir / "asv.conf.json"
     try:
-        conf = json.loads(_strip_json_comments(config.read_text()))
-    except (OSError, ValueError) as e:
+        from asv.config import Config
+    except ImportError:  # a benchmark environment: asv_runner only
+        try:
+            return conf_dir / _read_asv_json(config).get("results_dir", "results")
+        except (OSError, ValueError, AttributeError) as e:
+            raise UserError(f"cannot read {config}: {e}") from None
+    try:
+        return conf_dir / Config.load(str(config)).results_dir  # relative to the config's folder
+    except Exception as e:  # asv's UserError, OSError, a JSON error: all mean "cannot read"
         raise UserError(f"cannot read {config}: {e}") from None
-    results_dir = Path(conf_dir) / conf.get("results_dir", "results")
-    machine = _asv_machine_name(results_dir)
-    return results_dir / machine / PROFILE_DIR / f"{commit}-{env_name}{SUFFIX}"
 
 
-def save_asv_profile(result: BatchResult) -> Path:
-    path = asv_profile_path()
+def _asv_process(config: settings.Settings) -> settings.AsvProcess:
+    if config.asv_process is None:
+        raise UserError("not inside an asv benchmark run (ASV_CONF_DIR/ASV_COMMIT/ASV_ENV_NAME unset)")
+    return config.asv_process
+
+
+def asv_profile_path(config: settings.Settings | None = None) -> Path:
+    """Where this asv benchmark process should store its profile."""
+    config = config or settings.current()
+    process = _asv_process(config)
+    results_dir = config.asv.results_dir or _configured_results_dir(process.conf_dir)
+    machine = config.asv.machine or _default_machine_name(results_dir)
+    return results_dir / machine / PROFILE_DIR / f"{process.commit}-{process.env_name}{SUFFIX}"
+
+
+def save_asv_profile(result: BatchResult, config: settings.Settings | None = None) -> Path:
+    config = config or settings.current()
+    path = asv_profile_path(config)
+    process = _asv_process(config)
     return save_profile(
-        path,
-        result,
-        commit=os.environ["ASV_COMMIT"],
-        env_name=os.environ["ASV_ENV_NAME"],
-        machine=path.parent.parent.name,
+        path, result, commit=process.commit, env_name=process.env_name, machine=path.parent.parent.name
     )
 
 

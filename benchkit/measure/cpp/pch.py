@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchkit import settings
 from benchkit.util import atomic_path, atomic_write_text, cache_dir, content_key, torch_build_id
 
 
@@ -97,7 +98,7 @@ def build_precompiled_header(progress: Callable[[str], None] | None = None) -> P
 
     extra = extra_cflags()
     existing = pch_header(extra)
-    if existing is not None or os.environ.get("BENCHKIT_NO_PCH") == "1":
+    if existing is not None or settings.current().measure.no_pch:
         return existing
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if compiler is None or "clang" in Path(compiler).name:  # clang's PCH works differently

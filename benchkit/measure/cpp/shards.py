@@ -36,6 +36,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from benchkit import settings
 from benchkit.define.api import Language, TimerArgs
 from benchkit.errors import UserError
 from benchkit.measure.callgrind.place import counted_artifact
@@ -242,11 +243,7 @@ cpp_extension.load(name=name, sources=[source], build_directory=directory, extra
 
 
 def compile_timeout() -> float:
-    value = os.environ.get("BENCHKIT_COMPILE_TIMEOUT", "")
-    try:
-        return float(value) if value else DEFAULT_COMPILE_TIMEOUT
-    except ValueError:
-        raise UserError(f"BENCHKIT_COMPILE_TIMEOUT={value!r} is not a number of seconds") from None
+    return settings.current().measure.compile_timeout or DEFAULT_COMPILE_TIMEOUT
 
 
 def build(shard: Shard, verbose: bool = False) -> Path:

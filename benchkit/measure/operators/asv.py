@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
 from benchkit.measure.operators.suite import measure_suite
@@ -129,16 +129,12 @@ def measure_default_set_for_asv(
     timing to those operators of the default set (an asv ``-b`` selection).
     """
     started = time.perf_counter()
-    cold = os.environ.get("BENCHKIT_INDUCTOR_COLD", "") not in ("", "0")
+    measure = settings.current().measure
+    cold = measure.inductor_cold
     cache = configure_inductor_cache(cold=cold)  # the timing processes inherit it
     cuda = device == "cuda"
-    processes = int(
-        os.environ.get("BENCHKIT_OPERATOR_PROCESSES") or (ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES)
-    )
-    rounds = int(
-        os.environ.get("BENCHKIT_OPERATOR_ROUNDS")
-        or (ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS)
-    )
+    processes = measure.operator_processes or (ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES)
+    rounds = measure.operator_rounds or (ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS)
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="benchkit-operators-") as scratch:
@@ -181,8 +177,8 @@ def measure_default_set_for_asv(
         failed_processes=failures,
         elapsed_s=time.perf_counter() - started,
     )
-    if os.environ.get("BENCHKIT_OPERATORS_JSON"):
-        atomic_write_json(os.environ["BENCHKIT_OPERATORS_JSON"], data)
+    if measure.operators_json is not None:
+        atomic_write_json(measure.operators_json, data)
     return data
 
 

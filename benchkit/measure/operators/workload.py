@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.measure.operators.gpu_models import GPU_LOG_DIR
 from benchkit.measure.operators.index_inputs import has_rule
@@ -82,7 +82,6 @@ OPERATORBENCH_INPUT_GENERATOR_NYI = (
     "masked_fill_.Scalar",
     "embedding",
 )
-OPERATOR_LOGS_ENV = "BENCHKIT_OPERATOR_LOGS"
 SUITE_NAMES = ("default", "cuda-default", "models", *MODELS)
 _PYTORCH_SUITES = ("timm", "huggingface", "torchbench")
 
@@ -199,18 +198,19 @@ def asv_workload(device: str = "cpu") -> Workload:
     A user's logs are measured like the default set: every logged operator, its
     ``DEFAULT_INPUTS_PER_OPERATOR`` most-called (then largest) inputs.
     """
-    setting = os.environ.get(OPERATOR_LOGS_ENV, "").strip()
-    if not setting:
+    logs, var = settings.current().measure.operator_logs, settings.Var.OPERATOR_LOGS
+    if not logs:
         return load_suite("cuda-default" if device == "cuda" else "default")
     files: list[Path] = []
-    for entry in filter(None, (part.strip() for part in setting.split(os.pathsep))):
-        path = Path(entry).expanduser()
+    for path in logs:
         if path.is_dir():
-            files += log_files(path, OPERATOR_LOGS_ENV)
+            files += log_files(path, str(var))
         elif path.is_file():
             files.append(path)
         else:
-            raise UserError(f"{OPERATOR_LOGS_ENV}: {path} is neither a log file nor a folder of logs")
+            raise UserError(
+                f"{settings.Var.OPERATOR_LOGS}: {path} is neither a log file nor a folder of logs"
+            )
     log = load_logs(files)
     return Workload("logs", log, tuple(sorted(log.operators)), DEFAULT_INPUTS_PER_OPERATOR)
 

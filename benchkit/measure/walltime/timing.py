@@ -19,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from benchkit import settings
 from benchkit.define.api import Language, TimerArgs
 from benchkit.measure.stmt_loop import compile_statement_loop
 from benchkit.names import CASES_MODULE, Metric
@@ -52,12 +52,7 @@ WARMUP_SECONDS = 0.0
 
 def wall_time_rounds() -> int:
     """Rounds of ``time_wall`` for this process: ``BENCHKIT_WALL_ROUNDS`` or `WALL_TIME_ROUNDS`."""
-    text = os.environ.get("BENCHKIT_WALL_ROUNDS", "").strip()
-    if not text:
-        return WALL_TIME_ROUNDS
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"BENCHKIT_WALL_ROUNDS={text!r}: expected a whole number of rounds >= 1")
-    return int(text)
+    return settings.current().asv.wall_rounds or WALL_TIME_ROUNDS
 
 
 class CaseSkipped(Exception):
