@@ -4,7 +4,7 @@ The package is laid out by stage, and data flows one way through them::
 
     define/    grouped definitions -> concrete cases -> asv benchmark classes
     measure/   wall time, Callgrind instruction counts, TorchInductor operator speedups
-    history/   torch builds as commits, asv's build step, reading asv's results
+    history/   builds/: torch builds as commits, asv's build step; results/: asv's results read and backfilled
     report/    the regression gate, profile diffs, the static site
     cli/       one thin module per `benchkit` command
     mainjob    `benchkit main`: every stage, from nothing to a published site

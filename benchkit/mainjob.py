@@ -1,6 +1,6 @@
 """`benchkit main`: the whole job, from nothing to a published site.
 
-1. build the torch history (this machine's default builds, `benchkit.history.defaults`:
+1. build the torch history (this machine's default builds, `benchkit.history.builds.defaults`:
    the installed torch and the newest newer release pip finds, each named with where it
    came from);
 2. make sure asv knows this machine (non-interactively);
@@ -48,12 +48,12 @@ from pathlib import Path
 
 from benchkit import settings, settings_record
 from benchkit.errors import UserError
-from benchkit.history import repo as history
-from benchkit.history import source as source_checkout
-from benchkit.history.defaults import pick_default_builds
+from benchkit.history.builds import repo as history
+from benchkit.history.builds import source as source_checkout
+from benchkit.history.builds.defaults import pick_default_builds
+from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.lock import job_lock
-from benchkit.history.results import DamagedFile, load_asv_config, set_aside_damaged
-from benchkit.history.sources import PIP_CONFIG, PipSource
+from benchkit.history.results.read import DamagedFile, load_asv_config, set_aside_damaged
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
 from benchkit.util import atomic_write_json, content_key
 

@@ -17,15 +17,26 @@ from types import ModuleType
 MOVED = {
     "benchkit.opinputs": "benchkit.measure.operators.inputs (the log format) and "
     "benchkit.measure.operators.recorder (OperatorInputRecorder)",
-    "benchkit.build_torch": "benchkit.history.build_step (`python -m benchkit.cli.build_step`) and "
-    "benchkit.history.wheels (patch_wheel)",
+    "benchkit.build_torch": "benchkit.history.builds.build_step (`python -m benchkit.cli.build_step`) and "
+    "benchkit.history.builds.wheels (patch_wheel)",
     "benchkit.models": "benchkit.measure.operators.models",
     "benchkit.profiles": "benchkit.measure.callgrind.profiles",
     "benchkit.site": "benchkit.report.site",
     "benchkit.site.publish": "benchkit.report.site.publish",
     "benchkit.asv_operators": "benchkit.measure.operators.asv",
     "benchkit.operators": "benchkit.measure.operators",
-    "benchkit.history_repo": "benchkit.history.repo",
+    "benchkit.history_repo": "benchkit.history.builds.repo",
+    "benchkit.history.wheels": "benchkit.history.builds.wheels",
+    "benchkit.history.build_step": "benchkit.history.builds.build_step",
+    "benchkit.history.install": "benchkit.history.builds.install",
+    "benchkit.history.installed": "benchkit.history.builds.installed",
+    "benchkit.history.repo": "benchkit.history.builds.repo",
+    "benchkit.history.defaults": "benchkit.history.builds.defaults",
+    "benchkit.history.source": "benchkit.history.builds.source",
+    "benchkit.history.sources": "benchkit.history.builds.sources",
+    "benchkit.history.backfill": "benchkit.history.results.backfill",
+    "benchkit.history.backfill_worker": "benchkit.history.results.backfill_worker",
+    "benchkit.history.fingerprint": "benchkit.history.results.fingerprint",
     "benchkit.measure.operators.naming": "benchkit.names",
 }
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from benchkit.history.results import Measurement
+    from benchkit.history.results.read import Measurement
 
 
 def stats_usable(m: Measurement) -> bool:

@@ -112,7 +112,7 @@ def torch_build_id() -> str:
 
     ``torch/version.py`` holds the version and the upstream git commit; a wheel's
     ``RECORD`` lists a hash of every file, so a wheel patched in one Python file
-    (see `benchkit.history.wheels.patch_wheel`) is a different build too. Source
+    (see `benchkit.history.builds.wheels.patch_wheel`) is a different build too. Source
     builds have no RECORD and are told apart by version.py alone.
     """
     package = torch_package_dir()

@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 
 from benchkit.define.expand import asv_class_name, select  # noqa: E402
 from benchkit.define.loader import load_cases  # noqa: E402
-from benchkit.history.build_step import history_project_config  # noqa: E402
-from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
-from benchkit.history.results import load_asv_config, load_result_set  # noqa: E402
-from benchkit.history.wheels import patch_wheel_module  # noqa: E402
+from benchkit.history.builds.build_step import history_project_config  # noqa: E402
+from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
+from benchkit.history.builds.wheels import patch_wheel_module  # noqa: E402
+from benchkit.history.results.read import load_asv_config, load_result_set  # noqa: E402
 
 LOCAL_WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchkit.define.expand import Case  # noqa: E402
 from benchkit.define.loader import load_cases  # noqa: E402
-from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
+from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
 from benchkit.measure.callgrind.profiles import profile_path  # noqa: E402
 
 # Cases timed with Timer.collect_callgrind (the standard suite's keys).
@@ -256,8 +256,8 @@ def calibrate(case: Case, cache: Path) -> tuple[int, float, float]:
 
 
 def sensitivity(work: Path, cache: Path) -> None:
-    from benchkit.history.build_step import history_project_config
-    from benchkit.history.wheels import patch_wheel
+    from benchkit.history.builds.build_step import history_project_config
+    from benchkit.history.builds.wheels import patch_wheel
 
     case = next(c for c in load_cases() if c.key == SENSITIVE_CASE)
     iterations, base, expected = calibrate(case, cache)

@@ -107,9 +107,9 @@ def cmd_backfill(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(REPO))
     from benchkit.define.expand import asv_class_name, select
     from benchkit.define.loader import load_cases
-    from benchkit.history.build_step import history_project_config
-    from benchkit.history.defaults import installed_torch_wheel
-    from benchkit.history.results import load_asv_config, load_result_set
+    from benchkit.history.builds.build_step import history_project_config
+    from benchkit.history.builds.defaults import installed_torch_wheel
+    from benchkit.history.results.read import load_asv_config, load_result_set
 
     scratch = Path(tempfile.mkdtemp(prefix="bkp-backfill-"))
     commit = subprocess.run(

@@ -46,9 +46,9 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchkit.history.build_step import history_project_config  # noqa: E402
-from benchkit.history.defaults import installed_torch_wheel  # noqa: E402
-from benchkit.history.wheels import patch_wheel_module  # noqa: E402
+from benchkit.history.builds.build_step import history_project_config  # noqa: E402
+from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
+from benchkit.history.builds.wheels import patch_wheel_module  # noqa: E402
 from benchkit.mainjob import asv_run_args  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402

@@ -5,7 +5,8 @@ stages, files within the size limit. Prints the tree with line counts.
 
 Stages, in the order data flows: define -> measure -> history -> report, then
 the orchestration above them (mainjob) and the command line (cli). A module may
-import its own stage and earlier ones, never a later one. Imports only needed
+import its own stage and earlier ones, never a later one; within history/,
+builds/ comes before results/. Imports only needed
 for type checking (under ``if TYPE_CHECKING:``) are not counted.
 """
 
@@ -69,9 +70,20 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
     return found
 
 
+# Within a stage: parts in the order data flows (a module may import its own part and earlier ones).
+SUBRANKS = {"history": {"builds": 0, "results": 1}}
+
+
 def rank(module: str) -> int:
     parts = module.split(".")
     return RANKS[parts[1]] if len(parts) > 1 else 0
+
+
+def subrank(module: str) -> tuple[str, int] | None:
+    """(stage, rank within it) of a module in a part of a stage with ordered parts."""
+    parts = module.split(".")
+    order = SUBRANKS.get(parts[1]) if len(parts) > 2 else None
+    return (parts[1], order[parts[2]]) if order and parts[2] in order else None
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -108,6 +120,9 @@ def main() -> int:
             # A package's __init__ (docstring only) ranks with its first child; skip package roots.
             if dep != "benchkit" and rank(dep) > rank(module):
                 problems.append(f"{module} (stage {rank(module)}) imports {dep} (later stage {rank(dep)})")
+            here, there = subrank(module), subrank(dep)
+            if here and there and here[0] == there[0] and there[1] > here[1]:
+                problems.append(f"{module} imports {dep}, a later part of the {here[0]} stage")
     cycle = find_cycle({m: {d for d in deps if d != "benchkit"} for m, deps in graph.items()})
     if cycle:
         problems.append("import circle: " + " -> ".join(cycle))

@@ -7,7 +7,7 @@ the suite's own switches (``BENCHKIT_STANDARD=0``, ``BENCHKIT_DEFINITIONS``):
 ``nn.Linear`` and ``nn.ReLU`` forward. ``-b`` leaves the operator benchmarks out.
 
 The injected regression is an honest torch build: the local 2.13.0 wheel
-repacked (``benchkit.history.wheels.patch_wheel``) so that ``nn.Linear.forward``
+repacked (``benchkit.history.builds.wheels.patch_wheel``) so that ``nn.Linear.forward``
 computes its result twice -- the kind of accidental double work a PR can add.
 It goes on its own branch with ``benchkit history add --branch``, as a
 developer's PR wheel would. ReLU is untouched and serves as the control.
@@ -37,7 +37,7 @@ from support.asv_project import CASES, FAST, LINEAR, MACHINE, RELU, ROUNDS, AsvP
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
 from benchkit import settings_record
-from benchkit.history import repo as history
+from benchkit.history.builds import repo as history
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchkit.history.build_step import ASV_PLUGIN, history_project_config
+from benchkit.history.builds.build_step import ASV_PLUGIN, history_project_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASKED = "Run asv at the console the first time to generate one, or run `asv machine --yes`."

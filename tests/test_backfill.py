@@ -25,11 +25,11 @@ from support.wheels import LOCAL_WHEEL, slow_linear_wheel, twice_patch
 
 from benchkit.define.expand import asv_class_name
 from benchkit.define.loader import load_cases
-from benchkit.history import backfill
-from benchkit.history.fingerprint import counting_fingerprint, differences, machine_name
-from benchkit.history.repo import HistoryRepo
-from benchkit.history.results import load_asv_config, load_result_set
-from benchkit.history.wheels import patch_wheel_module
+from benchkit.history.builds.repo import HistoryRepo
+from benchkit.history.builds.wheels import patch_wheel_module
+from benchkit.history.results import backfill
+from benchkit.history.results.fingerprint import counting_fingerprint, differences, machine_name
+from benchkit.history.results.read import load_asv_config, load_result_set
 from benchkit.util import cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

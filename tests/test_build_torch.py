@@ -18,7 +18,7 @@ import pytest
 from support.wheels import LOCAL_WHEEL, make_fake_torch_wheel
 
 from benchkit.errors import UserError
-from benchkit.history import build_step, wheels
+from benchkit.history.builds import build_step, wheels
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

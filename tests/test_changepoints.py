@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.histories import ENV, MACHINE, History, commit_hash
 
-from benchkit.history.results import load_asv_config, load_history
+from benchkit.history.results.read import load_asv_config, load_history
 from benchkit.report import changepoints, check, check_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -198,7 +198,7 @@ def test_the_operator_suite_records_the_cache_state_of_each_compile(tmp_path: Pa
 
 
 def test_the_operators_page_reads_results_with_the_cache_record(tmp_path: Path) -> None:
-    from benchkit.history.results import load_asv_config, load_history
+    from benchkit.history.results.read import load_asv_config, load_history
     from benchkit.report.site import data as site_data
 
     project = _operator_history(tmp_path)

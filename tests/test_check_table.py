@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchkit.history.results import Measurement, ResultSet
+from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.report import check, not_judged
 from benchkit.report.check_config import parse_check_config
 from benchkit.report.check_status import Status, exit_effect

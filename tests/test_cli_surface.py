@@ -33,7 +33,7 @@ def test_the_first_import_path_of_the_api_still_works() -> None:
         ("from benchkit.measure.operators.inputs import OperatorInputRecorder", "operators.recorder import"),
         ("import benchkit.site.publish", "benchkit.report.site"),
         ("import benchkit.profiles", "benchkit.measure.callgrind.profiles"),
-        ("import benchkit.build_torch", "benchkit.history.build_step"),
+        ("import benchkit.build_torch", "benchkit.history.builds.build_step"),
         ("import benchkit.models", "benchkit.measure.operators.models"),
     ],
 )

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.histories import BUSY, COUNTS, MACHINE, WALL, History, commit_hash, disturbed_history
 
-from benchkit.history.results import load_asv_config, load_history
+from benchkit.history.results.read import load_asv_config, load_history
 from benchkit.report import changepoints, check, check_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

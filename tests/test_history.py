@@ -11,9 +11,9 @@ import pytest
 from support.wheels import LOCAL_WHEEL, make_fake_torch_wheel
 
 from benchkit.errors import UserError
-from benchkit.history import repo as history
-from benchkit.history.build_step import BUILD_FILE
-from benchkit.history.wheels import file_sha256, stored_wheel_path
+from benchkit.history.builds import repo as history
+from benchkit.history.builds.build_step import BUILD_FILE
+from benchkit.history.builds.wheels import file_sha256, stored_wheel_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support.wheels import make_fake_torch_wheel
 
-from benchkit.history import repo as history
-from benchkit.history.wheels import file_sha256, read_wheel_info, stored_wheel_path
+from benchkit.history.builds import repo as history
+from benchkit.history.builds.wheels import file_sha256, read_wheel_info, stored_wheel_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,8 +89,8 @@ def test_add_from_a_local_index_with_pre_stores_the_wheel_and_never_fetches_it_t
     (tmp_path / "index" / "files" / nightly.name).unlink()
     make_simple_index(tmp_path / "index2", [release])
     code = (
-        "from benchkit.history.build_step import resolve_record_wheel\n"
-        "from benchkit.history.repo import HistoryRepo\n"
+        "from benchkit.history.builds.build_step import resolve_record_wheel\n"
+        "from benchkit.history.builds.repo import HistoryRepo\n"
         "from pathlib import Path\n"
         f"print(resolve_record_wheel(HistoryRepo(Path({str(repo)!r})).record('nightly'), 'x'))"
     )
@@ -134,7 +134,7 @@ def test_head_names_the_branch_of_the_build_added_last(tmp_path: Path) -> None:
 def test_without_torch_or_index_one_line_says_what_to_pass(tmp_path: Path) -> None:
     # -S: a Python that sees no site-packages, so no installed torch; pip sees an empty folder only.
     env = _pip_env(tmp_path, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path))
-    code = "from benchkit.history.defaults import pick_default_builds; pick_default_builds()"
+    code = "from benchkit.history.builds.defaults import pick_default_builds; pick_default_builds()"
     done = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
@@ -150,7 +150,7 @@ def test_installed_torch_without_any_wheel_source_is_packed_from_its_files(tmp_p
 
     env = _pip_env(tmp_path, PIP_NO_INDEX="1")
     code = (
-        "from benchkit.history.defaults import pick_default_builds\n"
+        "from benchkit.history.builds.defaults import pick_default_builds\n"
         "[p] = pick_default_builds(include_index=False)\n"
         "print(p.record.wheel_sha256, p.record.wheel_filename)\n"
     )
@@ -173,8 +173,8 @@ def test_installed_torch_without_any_wheel_source_is_packed_from_its_files(tmp_p
 
 
 def test_a_repacked_install_is_dated_before_the_newer_release() -> None:
-    from benchkit.history.build_step import BuildRecord
-    from benchkit.history.defaults import Pick, _date_repacked_first
+    from benchkit.history.builds.build_step import BuildRecord
+    from benchkit.history.builds.defaults import Pick, _date_repacked_first
 
     def record(version: str, date: str) -> BuildRecord:
         return BuildRecord(version, "a" * 40, date, f"torch-{version}.whl", "0" * 64, 1)

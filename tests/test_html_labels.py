@@ -22,7 +22,7 @@ from support.browser import Browser, QuietHandler
 from support.wheels import LOCAL_WHEEL
 
 from benchkit import names
-from benchkit.history import repo as history
+from benchkit.history.builds import repo as history
 from benchkit.report.site import data as site_data
 from benchkit.report.site import pages, synthetic
 from benchkit.report.site import publish as site_publish

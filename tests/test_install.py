@@ -1,4 +1,4 @@
-"""Installing torch by hard links to an unpacked copy (`benchkit.history.install`), in a real
+"""Installing torch by hard links to an unpacked copy (`benchkit.history.builds.install`), in a real
 virtual environment with the local torch wheel: importable, verified, uninstalled whole, fast again."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.wheels import LOCAL_WHEEL
 
-from benchkit.history.install import link_tree, wheel_requirements
+from benchkit.history.builds.install import link_tree, wheel_requirements
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,7 +87,7 @@ def test_install_uninstall_and_install_again_in_a_real_environment(tmp_path: Pat
 
 
 def test_missing_requirements_reads_what_is_installed() -> None:
-    from benchkit.history.install import missing_requirements
+    from benchkit.history.builds.install import missing_requirements
 
     assert missing_requirements(["numpy>=1", "jinja2"]) == []
     assert missing_requirements(["numpy<1"]) == ["numpy<1"]

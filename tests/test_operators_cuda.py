@@ -144,7 +144,7 @@ def test_device_is_part_of_the_benchmark_name() -> None:
 
 
 def test_site_operator_rows_keep_devices_apart() -> None:
-    from benchkit.history.results import Measurement, ResultSet
+    from benchkit.history.results.read import Measurement, ResultSet
     from benchkit.report.site.data import BenchmarkInfo, operator_rows
 
     def measured(value: float) -> Measurement:
@@ -241,7 +241,7 @@ def test_asv_records_cuda_benchmarks_as_skipped_without_a_gpu(tmp_path: Path) ->
 
 
 def test_run_summary_counts_cuda_apart_and_a_gpu_less_skip_is_no_problem() -> None:
-    from benchkit.history.results import Measurement
+    from benchkit.history.results.read import Measurement
     from benchkit.report.run_summary import metric_of, summarize_build
 
     cpu = "operators.aten_relu_default.track_compiled_over_eager(('8x64x512 f32',))"

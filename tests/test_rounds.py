@@ -10,7 +10,7 @@ import pytest
 from support.histories import History
 
 from benchkit import stats
-from benchkit.history.results import Measurement, load_asv_config, samples_per_round
+from benchkit.history.results.read import Measurement, load_asv_config, samples_per_round
 from benchkit.report import check, noise
 
 WALL = "instruction_counts.{}.time_wall"

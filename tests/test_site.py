@@ -31,7 +31,7 @@ from support.browser import Browser, QuietHandler
 
 from benchkit import cli, names
 from benchkit.errors import UserError
-from benchkit.history import results
+from benchkit.history.results import read as results
 from benchkit.measure.callgrind import profiles
 from benchkit.measure.callgrind.profiles import profile_path
 from benchkit.report import check, check_config

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support.wheels import LOCAL_WHEEL
 
-from benchkit.history.wheels import file_sha256, patch_wheel_module
+from benchkit.history.builds.wheels import file_sha256, patch_wheel_module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASE = "src_ReLU_PYTHON_EXPLICIT_EXPLICIT_t1"

@@ -1,5 +1,5 @@
 """`benchkit backfill`: instruction counts of many torch builds over a Dask cluster
-(see `benchkit.history.backfill`)."""
+(see `benchkit.history.results.backfill`)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ def _cmd_backfill(args: argparse.Namespace) -> int:
     from benchkit.define.expand import select
     from benchkit.define.loader import load_cases
     from benchkit.errors import UserError
-    from benchkit.history import backfill
+    from benchkit.history.builds.repo import HistoryRepo
     from benchkit.history.lock import job_lock
-    from benchkit.history.repo import HistoryRepo
-    from benchkit.history.results import load_asv_config
+    from benchkit.history.results import backfill
+    from benchkit.history.results.read import load_asv_config
 
     config = args.asv_config.resolve()
     conf = load_asv_config(config)
@@ -56,7 +56,7 @@ def _backfill(
     from distributed import Client, LocalCluster
 
     from benchkit.define.expand import asv_class_name
-    from benchkit.history import backfill
+    from benchkit.history.results import backfill
 
     if args.scheduler:
         cluster, client = None, Client(args.scheduler)

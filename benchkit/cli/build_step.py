@@ -1,4 +1,4 @@
-"""asv's build, install-check and uninstall commands for torch (see `benchkit.history.build_step`).
+"""asv's build, install-check and uninstall commands for torch (see `benchkit.history.builds.build_step`).
 
 Not a `benchkit` subcommand: asv.conf.json runs ``python -m benchkit.cli.build_step ...``
 inside each asv environment, where torch may not be installed yet.
@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history import build_step
-from benchkit.history.build_step import execute_plan, plan_build
-from benchkit.history.install import install_wheel
+from benchkit.history.builds import build_step
+from benchkit.history.builds.build_step import execute_plan, plan_build
+from benchkit.history.builds.install import install_wheel
+from benchkit.history.builds.wheels import remove_torch, verify_installed
 from benchkit.history.lock import check_asv_step
-from benchkit.history.wheels import remove_torch, verify_installed
 from benchkit.util import atomic_write_json
 
 

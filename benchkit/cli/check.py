@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchkit.cli.cases import add_bench_option, asv_bench
 from benchkit.cli.options import add_damage_option
-from benchkit.history.results import DamagedFile
+from benchkit.history.results.read import DamagedFile
 from benchkit.report import check as gate
 from benchkit.report.check import WHY_HINT, run_check
 

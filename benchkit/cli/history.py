@@ -1,4 +1,4 @@
-"""`benchkit history init|add|list`: the torch history asv measures (see `benchkit.history.repo`)."""
+"""`benchkit history init|add|list`: the torch history asv measures (see `benchkit.history.builds.repo`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchkit.history.defaults import pick_default_builds
-from benchkit.history.repo import (
+from benchkit.history.builds.defaults import pick_default_builds
+from benchkit.history.builds.repo import (
     MAIN_BRANCH,
     HistoryRepo,
     HistoryRow,
@@ -20,7 +20,7 @@ from benchkit.history.repo import (
     record_for,
     repo_from_asv_config,
 )
-from benchkit.history.sources import PipSource
+from benchkit.history.builds.sources import PipSource
 
 
 def pip_source(args: argparse.Namespace) -> PipSource:

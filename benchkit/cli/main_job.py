@@ -26,7 +26,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
         raise UserError("git is needed for the torch history and asv; install it first")
     conf, checkout = args.asv_config, None
     if not conf.is_file() and conf == Path("asv.conf.json"):
-        from benchkit.history import source
+        from benchkit.history.builds import source
 
         checkout = source.torch_checkout(Path.cwd())
         if checkout is not None:  # inside a PyTorch checkout: it is the repository asv measures

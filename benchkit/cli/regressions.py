@@ -14,7 +14,7 @@ from benchkit.report import changepoints
 def _cmd_regressions(args: argparse.Namespace) -> int:
     from benchkit.cli.cases import asv_bench, nothing_matched
     from benchkit.errors import UserError
-    from benchkit.history.results import (
+    from benchkit.history.results.read import (
         DamagedFile,
         benchmark_units,
         load_asv_config,

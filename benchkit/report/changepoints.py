@@ -24,7 +24,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Sequence
 
-from benchkit.history.results import ResultSet
+from benchkit.history.results.read import ResultSet
 from benchkit.names import MetricKind
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.noise import build_shift, case_of, round_drifts

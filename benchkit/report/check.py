@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.results import (
+from benchkit.history.results.read import (
     Damaged,
     Measurement,
     ResultSet,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from benchkit.history.results import Measurement
+from benchkit.history.results.read import Measurement
 from benchkit.report.check_config import Override
 from benchkit.report.check_format import format_percent
 from benchkit.report.check_status import Status

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from benchkit.report.check_config import METRIC_LABELS
 
 if TYPE_CHECKING:
-    from benchkit.history.results import Measurement
+    from benchkit.history.results.read import Measurement
     from benchkit.report.check import Comparison
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchkit.history.results import Measurement
+from benchkit.history.results.read import Measurement
 from benchkit.report.check import Comparison, Verdict
 
 EXIT_REASONS = {

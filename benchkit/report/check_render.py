@@ -20,7 +20,7 @@ from benchkit.report.check_status import (
 from benchkit.stats import ALPHA
 
 if TYPE_CHECKING:
-    from benchkit.history.results import Measurement
+    from benchkit.history.results.read import Measurement
     from benchkit.report.check import Comparison
 
 

@@ -49,7 +49,7 @@ def resolve_profile(
     """A profile file path, a commit hash (prefix) with stored profiles, or a ref of the history."""
     if Path(name).is_file():
         return Path(name)
-    from benchkit.history.results import load_asv_config, resolve_commit
+    from benchkit.history.results.read import load_asv_config, resolve_commit
 
     conf = load_asv_config(asv_config)
     profiles = find_profiles(conf.results_dir, machine)

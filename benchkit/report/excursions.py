@@ -24,7 +24,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from benchkit.history.results import ResultSet
+from benchkit.history.results.read import ResultSet
 from benchkit.names import MetricKind
 from benchkit.stats import robust_sigma
 

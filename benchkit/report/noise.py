@@ -34,7 +34,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
-from benchkit.history.results import Measurement, ResultSet
+from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.stats import (
     ALPHA,

@@ -24,7 +24,7 @@ from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.check_status import NUMERIC_STATUSES, Status
 
 if TYPE_CHECKING:
-    from benchkit.history.results import Measurement, ResultSet
+    from benchkit.history.results.read import Measurement, ResultSet
     from benchkit.report.check import Comparison
     from benchkit.report.excursions import DisturbedBuild
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit import settings_record
-from benchkit.history.results import Damaged
+from benchkit.history.results.read import Damaged
 from benchkit.names import BenchmarkName, Metric, RunGroup
 
 METRICS = tuple(RunGroup)
@@ -143,7 +143,7 @@ def expected_names(benchmarks: Mapping[str, Mapping[str, Any]], regexes: Sequenc
 def summarize_build(
     commit: str, label: str, expected: Iterable[str], measurements: Mapping[str, Any]
 ) -> BuildSummary:
-    """``measurements``: benchmark name (with params) -> `benchkit.history.results.Measurement`."""
+    """``measurements``: benchmark name (with params) -> `benchkit.history.results.read.Measurement`."""
     counts = {metric: dict.fromkeys(STATES, 0) for metric in METRICS}
     examples: dict[str, list[str]] = {}
     for name in expected:
@@ -172,7 +172,7 @@ def summarize(
     """The table for these ``(commit, label)`` builds of the asv project at ``conf_path``.
 
     A damaged results file fails (`DamagedResults`) unless `damaged` collects it."""
-    from benchkit.history.results import benchmark_infos, load_asv_config, load_result_set
+    from benchkit.history.results.read import benchmark_infos, load_asv_config, load_result_set
 
     conf = load_asv_config(conf_path)
     expected = expected_names(benchmark_infos(conf, damaged), regexes)
@@ -209,7 +209,7 @@ def complete_builds(conf_path: Path, expected: Expected, commits: Sequence[str])
     """The commits whose results hold every number the job expected: each selected benchmark
     measured, each wall time with all its rounds. Unreadable results are never complete."""
     from benchkit.errors import UserError
-    from benchkit.history.results import benchmark_infos, load_asv_config, load_result_set
+    from benchkit.history.results.read import benchmark_infos, load_asv_config, load_result_set
 
     conf = load_asv_config(conf_path)
     try:

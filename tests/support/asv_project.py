@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchkit.history.build_step import history_project_config
+from benchkit.history.builds.build_step import history_project_config
 from benchkit.stats import MIN_ROUNDS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import io
 import zipfile
 from pathlib import Path
 
-from benchkit.history.wheels import patch_wheel_module
+from benchkit.history.builds.wheels import patch_wheel_module
 
 LOCAL_WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 

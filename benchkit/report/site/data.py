@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
-from benchkit.history.results import (
+from benchkit.history.results.read import (
     Damaged,
     DamagedFile,
     ResultSet,
@@ -31,7 +31,7 @@ from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_cla
 from benchkit.report import check, check_config
 from benchkit.stats import quantiles
 
-# benchkit.history.build_step.BUILD_FILE; not imported from there to keep publishing light.
+# benchkit.history.builds.build_step.BUILD_FILE; not imported from there to keep publishing light.
 BUILD_FILE = "benchkit-build.json"
 # What the Changes page lists: what fails the gate first, then what got better.
 CHANGED_STATUSES = (*check.FAILS_GATE, "improvement", "fixed")

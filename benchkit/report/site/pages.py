@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
-from benchkit.history.results import Measurement
+from benchkit.history.results.read import Measurement
 from benchkit.names import BenchmarkName, Metric, MetricKind, benchmark_key, readable_name
 from benchkit.report import changepoints, check
 from benchkit.report.site.data import (

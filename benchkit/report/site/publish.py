@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.lock import job_lock
-from benchkit.history.results import load_asv_config
+from benchkit.history.results.read import load_asv_config
 from benchkit.report.site.data import load_site_data, log
 from benchkit.report.site.pages import PAGES, render_pages
 from benchkit.util import atomic_write_text

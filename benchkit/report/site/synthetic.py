@@ -20,8 +20,8 @@ from asv.results import Results
 from asv.runner import BenchmarkResult
 
 from benchkit.callgrind_track import BatchResult, CaseCount
-from benchkit.history.build_step import BuildRecord
-from benchkit.history.repo import HistoryRepo
+from benchkit.history.builds.build_step import BuildRecord
+from benchkit.history.builds.repo import HistoryRepo
 from benchkit.measure.callgrind import profiles
 from benchkit.names import BenchmarkName, CaseKeys, Metric, asv_class_name, operator_class_name, pretty_name
 

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.wheels import file_sha256, store_wheel, stored_wheel_path, wheel_store
+from benchkit.history.builds.wheels import file_sha256, store_wheel, stored_wheel_path, wheel_store
 
 
 def _log(message: str) -> None:

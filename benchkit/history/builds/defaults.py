@@ -20,11 +20,11 @@ from pathlib import Path
 
 from benchkit import settings
 from benchkit.errors import UserError
-from benchkit.history.build_step import BuildRecord
-from benchkit.history.installed import InstalledTorch, installed_torch, repack_installed
-from benchkit.history.repo import log, record_for_wheel
-from benchkit.history.sources import PIP_CONFIG, PipSource, fetch
-from benchkit.history.wheels import read_wheel_info, stored_wheel_path
+from benchkit.history.builds.build_step import BuildRecord
+from benchkit.history.builds.installed import InstalledTorch, installed_torch, repack_installed
+from benchkit.history.builds.repo import log, record_for_wheel
+from benchkit.history.builds.sources import PIP_CONFIG, PipSource, fetch
+from benchkit.history.builds.wheels import read_wheel_info, stored_wheel_path
 
 PASS_BUILDS_HINT = (
     "pass torch builds instead: `benchkit main --build WHEEL_OR_REQUIREMENT` (repeatable) or "

@@ -2,10 +2,10 @@
 
 asv measures one commit after another on one host. Counts do not depend on
 which host measured them, given the same counting fingerprint
-(`benchkit.history.fingerprint`), so a history of builds can be spread over
+(`benchkit.history.results.fingerprint`), so a history of builds can be spread over
 every host of a Dask cluster and land in one asv results folder:
 
-* **One task per build** (`benchkit.history.backfill_worker.count_build`): the
+* **One task per build** (`benchkit.history.results.backfill_worker.count_build`): the
   wheel, its environment (cached per host), ``benchkit counts`` with profiles.
 * **Only hosts of the logical machine run tasks.** A worker plugin computes each
   worker's fingerprint when it joins -- also workers that join later or restart
@@ -47,9 +47,9 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from benchkit import settings as benchkit_settings
 from benchkit.errors import UserError
-from benchkit.history.backfill_worker import count_build
-from benchkit.history.fingerprint import counting_fingerprint, differences, machine_name
-from benchkit.history.repo import HistoryRepo
+from benchkit.history.builds.repo import HistoryRepo
+from benchkit.history.results.backfill_worker import count_build
+from benchkit.history.results.fingerprint import counting_fingerprint, differences, machine_name
 from benchkit.measure.callgrind.profiles import PROFILE_DIR, SUFFIX
 from benchkit.names import BenchmarkName, Metric
 from benchkit.util import atomic_path, atomic_write_bytes, atomic_write_text, cache_dir

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.build_step import history_project_config, is_torch_source
+from benchkit.history.builds.build_step import history_project_config, is_torch_source
 from benchkit.util import atomic_write_text, content_key
 
 

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.build_step import BUILD_FILE, BuildRecord
-from benchkit.history.sources import PIP_CONFIG, PipSource, fetch
-from benchkit.history.wheels import file_sha256, read_wheel_info, store_wheel
+from benchkit.history.builds.build_step import BUILD_FILE, BuildRecord
+from benchkit.history.builds.sources import PIP_CONFIG, PipSource, fetch
+from benchkit.history.builds.wheels import file_sha256, read_wheel_info, store_wheel
 
 MAIN_BRANCH = "main"
 DEFAULT_REPO = Path(".benchkit/torch-history")

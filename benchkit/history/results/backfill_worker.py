@@ -1,13 +1,13 @@
 """One torch build's instruction counts, as a task on any host: wheel → environment → counts.
 
-This is what a backfill worker runs (`benchkit.history.backfill` sends it to Dask).
+This is what a backfill worker runs (`benchkit.history.results.backfill` sends it to Dask).
 It knows nothing of Dask, of asv's results or of the other builds: it gets a build
 record and the counting settings, and returns the counts, the function-level
 profile and how long each step took -- or the reason it could not, as data.
 
 * **Wheel**: the build record's exact wheel (sha256-verified) from this host's
   wheel cache, a ``BENCHKIT_WHEELHOUSE`` folder or the package index
-  (`benchkit.history.build_step.resolve_record_wheel`).
+  (`benchkit.history.builds.build_step.resolve_record_wheel`).
 * **Environment**: one virtualenv per wheel on this host, kept for later tasks
   (``<benchkit cache>/backfill/envs/<sha256>``). It is built under a lock and
   marked complete only at the end, so a worker killed half-way leaves an
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
-from benchkit.history.build_step import BuildRecord, resolve_record_wheel
-from benchkit.history.fingerprint import counting_fingerprint, differences
+from benchkit.history.builds.build_step import BuildRecord, resolve_record_wheel
+from benchkit.history.results.fingerprint import counting_fingerprint, differences
 from benchkit.util import REPO_ROOT, cache_dir, content_key, file_lock
 
 ENV_REQUIREMENTS = ("numpy", "tqdm")  # what the counting code imports besides torch (asv.conf.json's matrix)

@@ -1,7 +1,7 @@
 """asv's build step for torch: turn the checked-out commit into one torch wheel.
 
 asv checks out a commit of the configured ``repo`` into ``{build_dir}`` and runs
-``build_command``; the install step (`benchkit.history.install`) installs the single wheel it finds
+``build_command``; the install step (`benchkit.history.builds.install`) installs the single wheel it finds
 in ``{build_cache_dir}``. Two kinds of ``repo`` are supported by one build step:
 
 * a *wheel history* (``benchkit history init``): every commit holds a
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from benchkit import settings
 from benchkit.errors import UserError
-from benchkit.history.wheels import (
+from benchkit.history.builds.wheels import (
     WHEELHOUSE_ENV,
     download_requirement,
     file_sha256,

@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.wheels import _literal_assignments
+from benchkit.history.builds.wheels import _literal_assignments
 from benchkit.util import atomic_path, cache_dir, content_key
 
 # Files the installer writes, not the wheel.

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.wheels import dist_info_member
+from benchkit.history.builds.wheels import dist_info_member
 from benchkit.util import cache_dir, content_key
 
 # Unpacked trees kept (an unpacked torch build is large): the builds of one run and a few more.
