@@ -53,7 +53,13 @@ from benchkit.history.builds import source as source_checkout
 from benchkit.history.builds.defaults import pick_default_builds
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.lock import job_lock
-from benchkit.history.results.read import DamagedFile, load_asv_config, set_aside_damaged
+from benchkit.history.results.read import (
+    DamagedFile,
+    LoadedResults,
+    load_asv_config,
+    read_results,
+    set_aside_damaged,
+)
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
 from benchkit.util import atomic_write_json, content_key
 
@@ -189,11 +195,11 @@ def record_settings(
     return written
 
 
-def publish(conf_path: Path, skip_damaged: bool = False) -> Path:
+def publish(conf_path: Path, skip_damaged: bool = False, loaded: LoadedResults | None = None) -> Path:
     """asv's site plus benchkit's pages (`benchkit.report.site.publish`)."""
     from benchkit.report.site.publish import publish as publish_site
 
-    return Path(publish_site(conf_path, skip_damaged=skip_damaged))
+    return Path(publish_site(conf_path, skip_damaged=skip_damaged, loaded=loaded))
 
 
 def run_main_job(
@@ -316,12 +322,14 @@ def _run_main_job(
     # benchmarks.json, and asv publish draws graphs only for what it lists: rediscover first,
     # with the run's rounds, so that benchmarks.json says what was run.
     _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, False, env)
-    html_dir = publish(conf_path, skip_damaged)
+    # Read once; the site, the summary and the gate all report on this same reading.
+    damaged: list[DamagedFile] | None = [] if skip_damaged else None
+    loaded = read_results(conf, damaged)
+    html_dir = publish(conf_path, skip_damaged, loaded)
 
     progress.step(5, "what was measured, and what changed between the torch builds")
     labels = [(c, (tags.get(c) or [c[:12]])[0]) for c in main_commits]
-    damaged: list[DamagedFile] | None = [] if skip_damaged else None
-    summary = run_summary.summarize(conf_path, machine_name, labels, bench, damaged)
+    summary = run_summary.summarize(loaded, machine_name, labels, bench)
     print(summary.table, file=sys.stderr)
     if summary.measured_with:
         print("measured with (recorded beside asv's results):", file=sys.stderr)
@@ -335,7 +343,7 @@ def _run_main_job(
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
             verdict = check.run_check(
-                first, last, asv_config=conf_path, machine=machine_name, bench=bench, damaged=damaged
+                first, last, asv_config=conf_path, machine=machine_name, bench=bench, loaded=loaded
             )
             sys.stdout.write(verdict.markdown)
             if verdict.exit_code:

@@ -12,6 +12,7 @@ from support.asv_project import MACHINE, make_project
 from support.check_project import BASE, HEAD, Project
 from support.wheels import LOCAL_WHEEL
 
+from benchkit.history.results.read import load_asv_config, read_results
 from benchkit.report import run_summary
 
 
@@ -33,7 +34,8 @@ def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:
     project.add(HEAD, "operators.relu.track_compiled_over_eager", [None, None])  # setup_cache failed
     project.save()
 
-    summary = run_summary.summarize(project.root / "asv.conf.json", "box", [(BASE, "old"), (HEAD, "new")])
+    loaded = read_results(load_asv_config(project.root / "asv.conf.json"))
+    summary = run_summary.summarize(loaded, "box", [(BASE, "old"), (HEAD, "new")])
     old, new = summary.builds
     assert old.counts["instruction counts"] == {"measured": 1, "failed": 0, "skipped": 1, "missing": 0}
     assert old.counts["operator timings"] == {"measured": 2, "failed": 0, "skipped": 0, "missing": 0}
@@ -49,7 +51,7 @@ def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:
     new_operators = next(line.split() for line in lines if line.startswith("new") and "operator" in line)
     assert new_operators[-4:] == ["0", "2", "0", "0"]
     # A selection (-b) expects only what it selects.
-    selected = run_summary.summarize(project.root / "asv.conf.json", "box", [(HEAD, "new")], ["time_wall"])
+    selected = run_summary.summarize(loaded, "box", [(HEAD, "new")], ["time_wall"])
     assert selected.problems == []
 
 

@@ -56,13 +56,12 @@ from pathlib import Path
 from benchkit.errors import UserError
 from benchkit.history.results.read import (
     Damaged,
+    LoadedResults,
     Measurement,
     ResultSet,
-    benchmark_units,
     load_asv_config,
-    load_history,
-    load_result_set,
     pick_machine,
+    read_results,
     resolve_commit,
 )
 from benchkit.names import BenchmarkName, MetricKind, benchmark_key
@@ -241,6 +240,7 @@ def run_check(
     show_unchanged: bool = False,
     bench: Sequence[str] = (),
     damaged: Damaged = None,
+    loaded: LoadedResults | None = None,
 ) -> Verdict:
     """Compare two commits' results (only benchmarks whose asv name matches a `bench` regex,
     asv's ``-b`` rule, when given: a selected benchmark lacking a number on HEAD still fails).
@@ -248,20 +248,22 @@ def run_check(
     Raises `UserError` when there is nothing to read (no results, an unknown
     commit or machine, a bad config, a damaged results file unless `damaged`
     collects it); an incomplete comparison is a verdict with exit code 2 and its
-    `problems`, so the table still shows what there is.
+    `problems`, so the table still shows what there is. `loaded`: the project's results
+    when the caller has read them already (the main job), else they are read here.
     """
-    conf = load_asv_config(asv_config)
+    conf = loaded.conf if loaded else load_asv_config(asv_config)
     config_path = config_path or find_check_config(asv_config.resolve().parent)
     config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     config = config.with_wall_factor(factor)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
     machine = pick_machine(conf.results_dir, machine)
+    loaded = loaded or read_results(conf, damaged, (machine,))
     sets, whole = [], []
-    history = load_history(conf, machine, env, damaged)
+    history = loaded.history(machine, env)
     for label in (base, head):
         commit = resolve_commit(conf, label, machine)
-        result_set = load_result_set(conf, commit, machine, env, damaged)
+        result_set = loaded.result_set(commit, machine, env)
         if not result_set.measurements:
             where = f" in environment {env}" if env else ""
             raise UserError(
@@ -274,7 +276,7 @@ def run_check(
         raise UserError(
             f"nothing matched: no result of {base} or {head} on machine {machine} matches {shown}"
         )
-    units = benchmark_units(conf, damaged)
+    units = loaded.units
     noise = history_noise(history, units, config)
     comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)
     # Whether a side is a disturbed build is the whole build's property: every benchmark counts.

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit import settings_record
-from benchkit.history.results.read import Damaged
+from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric, RunGroup
 
 METRICS = tuple(RunGroup)
@@ -163,25 +163,20 @@ def summarize_build(
 
 
 def summarize(
-    conf_path: Path,
+    loaded: LoadedResults,
     machine: str,
     commits: Sequence[tuple[str, str]],
     regexes: Sequence[str] = (),
-    damaged: Damaged = None,
 ) -> Summary:
-    """The table for these ``(commit, label)`` builds of the asv project at ``conf_path``.
-
-    A damaged results file fails (`DamagedResults`) unless `damaged` collects it."""
-    from benchkit.history.results.read import benchmark_infos, load_asv_config, load_result_set
-
-    conf = load_asv_config(conf_path)
-    expected = expected_names(benchmark_infos(conf, damaged), regexes)
+    """The table for these ``(commit, label)`` builds of the project's results (read once
+    by the caller, `benchkit.history.results.read.read_results`)."""
+    expected = expected_names(loaded.infos, regexes)
     builds = []
     for commit, label in commits:
-        result_set = load_result_set(conf, commit, machine, damaged=damaged)
+        result_set = loaded.result_set(commit, machine)
         by_name = {name: m for (name, _env), m in result_set.measurements.items()}
         build = summarize_build(commit, label, expected, by_name)
-        records = settings_record.records_of(Path(conf.results_dir), machine, commit)
+        records = settings_record.records_of(Path(loaded.conf.results_dir), machine, commit)
         builds.append(dataclasses.replace(build, records=records))
     return Summary(builds)
 

@@ -284,26 +284,76 @@ def _branch_order(conf: Any) -> dict[str, int]:
 
 
 def load_history(conf: Any, machine: str, env: str | None = None, damaged: Damaged = None) -> list[ResultSet]:
-    """The history's results on `machine`, oldest first: the commits of the first
-    configured branch when the repository can tell (commits only on other branches,
-    e.g. pull requests, are no step of the history), else every commit by the date
-    asv recorded. Noise estimates and change points pair each commit with the one before.
-    A damaged file fails (`DamagedResults`) unless `damaged` collects it.
-    """
-    sets: dict[str, dict[tuple[str, str], Measurement]] = {}
-    dates: dict[str, int] = {}
+    """The history's results on `machine`, oldest first (`LoadedResults.history`).
+    A damaged file fails (`DamagedResults`) unless `damaged` collects it."""
+    return read_results(conf, damaged, (machine,)).history(machine, env)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedResults:
+    """An asv project's results, read once: the main job and `benchkit publish` hand the same
+    object to the run summary, the gate and the site instead of each reading the files again."""
+
+    conf: Any
+    infos: Mapping[str, Mapping[str, Any]]  # benchmarks.json
+    sets: Mapping[str, Mapping[str, ResultSet]]  # machine -> full commit hash -> every environment's
+    dates: Mapping[str, Mapping[str, int]]  # machine -> full commit hash -> asv's date of the run
+    branch_order: Mapping[str, int]  # commit -> position on the first configured branch (oldest 0)
+    damaged: tuple[DamagedFile, ...] = ()  # files left out (read with a `damaged` list)
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        return tuple(sorted(self.sets))
+
+    @property
+    def units(self) -> dict[str, str | None]:
+        return {name: info.get("unit") for name, info in self.infos.items()}
+
+    def full_commit(self, machine: str, commit: str) -> str | None:
+        """The measured commit `commit` names (a full hash or a unique prefix), else None."""
+        known = self.sets.get(machine, {})
+        if commit in known:
+            return commit
+        matches = [c for c in known if c.startswith(commit)]
+        return matches[0] if len(matches) == 1 else None
+
+    def result_set(self, commit: str, machine: str, env: str | None = None) -> ResultSet:
+        """One commit's results (empty when it has none), under the name it was asked by."""
+        full = self.full_commit(machine, commit)
+        found = self.sets.get(machine, {}).get(full) if full else None
+        measurements = {} if found is None else found.measurements
+        if env is not None:
+            measurements = {key: m for key, m in measurements.items() if key[1] == env}
+        return ResultSet(commit, machine, measurements)
+
+    def history(self, machine: str, env: str | None = None) -> list[ResultSet]:
+        """The history's results on `machine`, oldest first: the commits of the first
+        configured branch when the repository can tell (commits only on other branches,
+        e.g. pull requests, are no step of the history), else every commit by the date
+        asv recorded. Noise estimates and change points pair each commit with the one before."""
+        sets, dates = self.sets.get(machine, {}), self.dates.get(machine, {})
+        if self.branch_order:
+            commits = sorted((c for c in sets if c in self.branch_order), key=self.branch_order.__getitem__)
+        else:
+            commits = sorted(sets, key=lambda c: (dates[c], c))
+        out = [self.result_set(c, machine, env) for c in commits]
+        return [r for r in out if r.measurements or env is None]
+
+
+def read_results(conf: Any, damaged: Damaged = None, machines: Sequence[str] | None = None) -> LoadedResults:
+    """Every results file of `machines` (default: all) and benchmarks.json, read once.
+    A damaged file fails (`DamagedResults`) unless `damaged` collects it."""
+    infos = benchmark_infos(conf, damaged)
     per_round = samples_per_round(conf, damaged)
-    for result in _iter_results(conf.results_dir, machine, damaged):
-        if env is not None and result.env_name != env:
-            continue
-        _add_measurements(result, sets.setdefault(result.commit_hash, {}), per_round)
-        dates[result.commit_hash] = result.date or 0
-    order = _branch_order(conf)
-    if order:
-        commits = sorted((c for c in sets if c in order), key=order.__getitem__)
-    else:
-        commits = sorted(sets, key=lambda c: (dates[c], c))
-    return [ResultSet(c, machine, sets[c]) for c in commits]
+    sets: dict[str, dict[str, ResultSet]] = {}
+    dates: dict[str, dict[str, int]] = {}
+    for machine in machines if machines is not None else result_machines(conf.results_dir):
+        found: dict[str, dict[tuple[str, str], Measurement]] = {}
+        for result in _iter_results(conf.results_dir, machine, damaged):
+            _add_measurements(result, found.setdefault(result.commit_hash, {}), per_round)
+            dates.setdefault(machine, {})[result.commit_hash] = result.date or 0
+        sets[machine] = {commit: ResultSet(commit, machine, m) for commit, m in found.items()}
+    return LoadedResults(conf, infos, sets, dates, _branch_order(conf), tuple(damaged or ()))
 
 
 def benchmark_units(conf: Any, damaged: Damaged = None) -> dict[str, str | None]:

@@ -18,13 +18,11 @@ from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.history.results.read import (
-    Damaged,
     DamagedFile,
+    LoadedResults,
     ResultSet,
-    benchmark_infos,
     load_asv_config,
-    load_result_set,
-    result_machines,
+    read_results,
     unrolled_results,
 )
 from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_class_name
@@ -125,8 +123,8 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _benchmark_infos(conf: Any, damaged: Damaged) -> dict[str, BenchmarkInfo]:
-    benchmarks = benchmark_infos(conf, damaged)  # empty without benchmarks.json
+def _benchmark_infos(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, BenchmarkInfo]:
+    """benchmarks.json's entries (empty without one) by unrolled benchmark name."""
     infos: dict[str, BenchmarkInfo] = {}
     for key, info in benchmarks.items():
         params = [list(map(str, p)) for p in info.get("params") or []]
@@ -239,50 +237,29 @@ def _check_config(conf_path: Path, config_path: Path | None) -> check_config.Che
     return dataclasses.replace(config, source=config.source.replace(str(config_path), shown))
 
 
-def _measured_commits(conf: Any, repo: Any, machine: str) -> list[str]:
-    """Full hashes of the commits with results, from the result file names (no file is read)."""
-    from asv import results as asv_results
-
-    prefixes = {
-        name.split("-", 1)[0]
-        for name in os.listdir(os.path.join(conf.results_dir, machine))
-        if name.endswith(".json") and name != "machine.json"
-    }
-    git_dir = getattr(repo, "_path", None)
-    if git_dir:
-        proc = subprocess.run(
-            ["git", "-C", git_dir, "rev-list", "--all"], capture_output=True, text=True, check=False
-        )
-        if proc.returncode == 0:
-            full = {c[:8]: c for c in proc.stdout.split()}
-            if prefixes <= set(full):
-                return sorted(full[p] for p in prefixes)
-    # Commits the history does not hold (or a remote repository): read them from the results.
-    return sorted({r.commit_hash for r in asv_results.iter_results_for_machine(conf.results_dir, machine)})
-
-
-def load_site_data(conf_path: Path, config_path: Path | None = None, skip_damaged: bool = False) -> SiteData:
-    """Everything the pages show, read through asv's and benchkit.report.check's APIs.
+def load_site_data(
+    conf_path: Path,
+    config_path: Path | None = None,
+    skip_damaged: bool = False,
+    loaded: LoadedResults | None = None,
+) -> SiteData:
+    """Everything the pages show: the project's results (`loaded` when the caller has read
+    them already, as the main job has) and its builds, read through asv's APIs.
 
     A damaged results file fails (`DamagedResults`) unless `skip_damaged`: then it is left out
     and listed on every page."""
     from asv.repo import get_repo
 
-    conf = load_asv_config(conf_path)
+    conf = loaded.conf if loaded else load_asv_config(conf_path)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    machines = tuple(result_machines(conf.results_dir))
+    loaded = loaded or read_results(conf, [] if skip_damaged else None)
+    machines = loaded.machines
     repo = get_repo(conf)
-    results: dict[tuple[str, str], ResultSet] = {}
-    envs: set[str] = set()
-    damaged: list[DamagedFile] | None = [] if skip_damaged else None
-    for machine in machines:
-        for commit in _measured_commits(conf, repo, machine):
-            result_set = load_result_set(conf, commit, machine, damaged=damaged)
-            if not result_set.measurements and damaged:
-                continue  # its only file is damaged: listed, not shown as a build without numbers
-            results[(machine, commit)] = result_set
-            envs.update(env for _, env in result_set.measurements)
+    results = {
+        (machine, commit): found for machine in machines for commit, found in loaded.sets[machine].items()
+    }
+    envs = {env for found in results.values() for _, env in found.measurements}
     builds = _read_builds(repo, {commit for _, commit in results})
     branch_commits: dict[tuple[str, str], tuple[str, ...]] = {}
     for branch in conf.branches or [None]:
@@ -297,10 +274,10 @@ def load_site_data(conf_path: Path, config_path: Path | None = None, skip_damage
         builds=builds,
         results=results,
         branch_commits=branch_commits,
-        benchmarks=_benchmark_infos(conf, damaged),
+        benchmarks=_benchmark_infos(loaded.infos),
         config=_check_config(conf_path, config_path),
         env_count=len(envs),
-        damaged=tuple(damaged or ()),
+        damaged=loaded.damaged,
         project_dir=conf_path.resolve().parent,
     )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.lock import job_lock
-from benchkit.history.results.read import load_asv_config
+from benchkit.history.results.read import LoadedResults, load_asv_config
 from benchkit.report.site.data import load_site_data, log
 from benchkit.report.site.pages import PAGES, render_pages
 from benchkit.util import atomic_write_text
@@ -177,8 +177,10 @@ def publish(
     config_path: Path | None = None,
     skip_damaged: bool = False,
     wait: bool = True,
+    loaded: LoadedResults | None = None,
 ) -> Path:
     """`asv publish` into the html folder, then benchkit's pages; returns the folder.
+    `loaded`: the project's results when the caller has read them (the main job).
 
     The site is made in a folder beside it and put in place once complete, so an interrupted
     publish leaves the previous site whole."""
@@ -186,12 +188,18 @@ def publish(
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found")
     with job_lock(conf_path, wait):
-        return _publish(conf_path, html_dir, config_path, skip_damaged)
+        return _publish(conf_path, html_dir, config_path, skip_damaged, loaded)
 
 
-def _publish(conf_path: Path, html_dir: Path | None, config_path: Path | None, skip_damaged: bool) -> Path:
+def _publish(
+    conf_path: Path,
+    html_dir: Path | None,
+    config_path: Path | None,
+    skip_damaged: bool,
+    loaded: LoadedResults | None,
+) -> Path:
     started = time.perf_counter()
-    conf = load_asv_config(conf_path)
+    conf = loaded.conf if loaded else load_asv_config(conf_path)
     target = (html_dir or conf_path.parent / conf.html_dir).resolve()
     for stale in target.parent.glob(f".{target.name}.*-*"):  # left by a publish that was killed
         shutil.rmtree(stale, ignore_errors=True)
@@ -199,7 +207,7 @@ def _publish(conf_path: Path, html_dir: Path | None, config_path: Path | None, s
     building.mkdir(parents=True)
     building.chmod(0o755)
     try:
-        _publish_into(conf_path, building, target, config_path, skip_damaged, started)
+        _publish_into(conf_path, building, target, config_path, skip_damaged, loaded, started)
         _put_in_place(building, target)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -213,6 +221,7 @@ def _publish_into(
     target: Path,
     config_path: Path | None,
     skip_damaged: bool,
+    loaded: LoadedResults | None,
     started: float,
 ) -> None:
     # asv publish deletes the folder; keep a README a repository tracks there.
@@ -223,7 +232,7 @@ def _publish_into(
     proc = _start_asv_publish(conf_path, building)
     log(f"asv publish into {target} started; reading results and rendering benchkit's pages meanwhile")
     try:
-        data = load_site_data(conf_path, config_path, skip_damaged)
+        data = load_site_data(conf_path, config_path, skip_damaged, loaded)
         pages, counts = render_pages(data)
     except BaseException:
         proc.kill()
