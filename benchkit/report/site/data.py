@@ -242,15 +242,17 @@ def load_site_data(
     config_path: Path | None = None,
     skip_damaged: bool = False,
     loaded: LoadedResults | None = None,
+    conf: Any = None,
 ) -> SiteData:
     """Everything the pages show: the project's results (`loaded` when the caller has read
-    them already, as the main job has) and its builds, read through asv's APIs.
+    them already, as the main job has) and its builds, read through asv's APIs; `conf`: asv's
+    config when the caller has loaded it.
 
     A damaged results file fails (`DamagedResults`) unless `skip_damaged`: then it is left out
     and listed on every page."""
     from asv.repo import get_repo
 
-    conf = loaded.conf if loaded else load_asv_config(conf_path)
+    conf = loaded.conf if loaded else conf or load_asv_config(conf_path)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
     loaded = loaded or read_results(conf, [] if skip_damaged else None)

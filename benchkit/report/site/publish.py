@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.history.lock import job_lock
@@ -207,7 +208,7 @@ def _publish(
     building.mkdir(parents=True)
     building.chmod(0o755)
     try:
-        _publish_into(conf_path, building, target, config_path, skip_damaged, loaded, started)
+        _publish_into(conf_path, conf, building, target, config_path, skip_damaged, loaded, started)
         _put_in_place(building, target)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -217,6 +218,7 @@ def _publish(
 
 def _publish_into(
     conf_path: Path,
+    conf: Any,
     building: Path,
     target: Path,
     config_path: Path | None,
@@ -232,7 +234,7 @@ def _publish_into(
     proc = _start_asv_publish(conf_path, building)
     log(f"asv publish into {target} started; reading results and rendering benchkit's pages meanwhile")
     try:
-        data = load_site_data(conf_path, config_path, skip_damaged, loaded)
+        data = load_site_data(conf_path, config_path, skip_damaged, loaded, conf)
         pages, counts = render_pages(data)
     except BaseException:
         proc.kill()
