@@ -48,11 +48,12 @@ def test_mdc_from_a_synthetic_history_of_known_noise() -> None:
         history.append(ResultSet(f"{i:040x}", "box", measurements))
     metric_of = {WALL.format("A"): "wall_time", COUNTS.format("A"): "instructions"}.__getitem__
     sigmas = noise.history_sigmas(history, metric_of, 0.005)
-    sigma, pairs, source = sigmas[(WALL.format("A"), ENV)]
+    found = sigmas[(WALL.format("A"), ENV)]
+    sigma, pairs, source = found.sigma, found.pairs, found.source
     assert source == "history"
     assert pairs == commits - 2  # the pair across the step is not an A/A pair: its counts moved
     assert sigma == pytest.approx(run_sigma * math.sqrt(2), rel=0.15)
-    assert sigmas[(COUNTS.format("A"), ENV)][0] == 0.0  # counts: every pair but the step is equal
+    assert sigmas[(COUNTS.format("A"), ENV)].sigma == 0.0  # counts: every pair but the step is equal
     estimate = noise.Noise(sigma, "history")
     assert estimate.mdc == pytest.approx(math.expm1(3.2905 * run_sigma * math.sqrt(2)), rel=0.2)
     # What the MDC promises: A/A pairs pass at about alpha, a change of twice the MDC is seen.

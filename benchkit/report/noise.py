@@ -63,7 +63,15 @@ SHIFT_P = 0.001  # sign test across benchmarks: how lopsided a common shift must
 SPREAD_FACTOR = 3.0  # median spread ratio that marks a disturbed machine (see `spread_shift`)
 MIN_SPREAD_CASES = 5
 Key = tuple[str, str]  # (benchmark name with params, asv environment)
-HistoryNoise = tuple[float, int, str]  # (sigma, pairs, which history)
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryNoise:
+    """A benchmark's noise from pairs of consecutive builds of a history."""
+
+    sigma: float  # of the log ratio of a pair
+    pairs: int
+    source: str  # which history: the benchmark's own, or the machine's pooled wall times
 
 
 def case_of(name: str) -> tuple[str, str]:
@@ -158,13 +166,13 @@ def history_sigmas(
     for key, values in diffs.items():
         sigma = robust_sigma(values, center=0.0)
         if sigma is not None and len(values) >= MIN_PAIRS:
-            out[key] = (sigma, len(values), "history")
+            out[key] = HistoryNoise(sigma, len(values), "history")
     pooled = [d for key, values in diffs.items() if metric_of(key[0]) == MetricKind.WALL_TIME for d in values]
     machine = robust_sigma(pooled, center=0.0) if len(pooled) >= MIN_POOLED_PAIRS else None
     if machine is not None:
         for key in diffs:
             if metric_of(key[0]) == MetricKind.WALL_TIME and key not in out:
-                out[key] = (machine, len(pooled), "machine's wall-time history")
+                out[key] = HistoryNoise(machine, len(pooled), "machine's wall-time history")
     return out
 
 
@@ -226,7 +234,7 @@ def estimate(
             return Noise(test.se, basis, test.critical(ALPHA), test.change, rounds)
     sources: list[tuple[float, str]] = []
     if history is not None:
-        sources.append((history[0], f"{history[2]}: {history[1]} pairs"))
+        sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
     within, rounds = sample_sigmas(before, after)
     if within is not None:
         n = f"{len(before.samples or ())}+{len(after.samples or ())}"
