@@ -18,7 +18,7 @@ from benchkit.report import check, not_judged
 from benchkit.report.check_config import parse_check_config
 from benchkit.report.check_status import Status, exit_effect
 from benchkit.report.excursions import DisturbedBuild
-from benchkit.report.noise import EnvShift, PairNoise
+from benchkit.report.noise import EnvShift, HistoryNoise, PairNoise
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "verdicts.md"
 BEGIN = "<!-- decision table:"
@@ -104,7 +104,7 @@ def _side(state: str, value: float, noise: str, version: str = "v1") -> Measurem
 def _pair(metric: str, key: tuple[str, str], noise: str) -> PairNoise:
     level = noise.split(";")[0]
     sigma = SIGMAS.get(level, {}).get(metric)
-    history = {key: (sigma, 10, "history")} if sigma is not None else {}
+    history = {key: HistoryNoise(sigma, 10, "history")} if sigma is not None else {}
     between = SHIFT if "environment shift between base and head" in noise else None
     moved = {key: True} if "instruction count moved" in noise else {}
     rounds = (DRIFT,) if "a drift within one build's rounds" in noise else ()
