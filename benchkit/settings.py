@@ -143,12 +143,16 @@ def _flag(environ: Mapping[str, str], var: Var, default: bool) -> bool:
     raise UserError(f"{var}={environ[var.value]!r}: expected 1 or 0")
 
 
-def _count(environ: Mapping[str, str], var: Var, what: str) -> int | None:
+def _optional(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _count(environ: Mapping[str, str], var: Var, what: str, least: int = 1) -> int | None:
     text = _text(environ, var)
     if not text:
         return None
-    if not text.isdigit() or int(text) < 1:
-        raise UserError(f"{var}={environ[var.value]!r}: expected a whole number of {what} >= 1")
+    if not text.isdigit() or int(text) < least:
+        raise UserError(f"{var}={environ[var.value]!r}: expected a whole number of {what} >= {least}")
     return int(text)
 
 
@@ -217,7 +221,8 @@ def read(environ: Mapping[str, str]) -> Settings:
         ),
         measure=MeasureSettings(
             inductor_cold=_flag(environ, Var.INDUCTOR_COLD, False),
-            operator_processes=_count(environ, Var.OPERATOR_PROCESSES, "processes"),
+            # 0 times nothing: the operator suite's setup fails, every operator benchmark with it.
+            operator_processes=_count(environ, Var.OPERATOR_PROCESSES, "processes", least=0),
             operator_rounds=_count(environ, Var.OPERATOR_ROUNDS, "rounds"),
             operators_json=_path(environ, Var.OPERATORS_JSON),
             operator_logs=_paths(environ, Var.OPERATOR_LOGS),
@@ -268,7 +273,7 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.ASV_RESULTS_DIR: str(asv.results_dir) if asv.results_dir else None,
         Var.ASV_SELECTION: selection_text,
         Var.INDUCTOR_COLD: "1" if measure.inductor_cold else None,
-        Var.OPERATOR_PROCESSES: str(measure.operator_processes) if measure.operator_processes else None,
+        Var.OPERATOR_PROCESSES: _optional(measure.operator_processes),
         Var.OPERATOR_ROUNDS: str(measure.operator_rounds) if measure.operator_rounds else None,
         Var.OPERATORS_JSON: str(measure.operators_json) if measure.operators_json else None,
         Var.OPERATOR_LOGS: _join(measure.operator_logs) or None,

@@ -74,6 +74,13 @@ def test_a_bad_value_names_the_variable_and_the_value(name: str, value: str) -> 
         settings.read({name: value})
 
 
+def test_zero_operator_processes_is_kept_through_a_child_environment() -> None:
+    """0 timing processes (nothing timed: the operator suite's setup fails) is a value, not the default."""
+    read = settings.read({"BENCHKIT_OPERATOR_PROCESSES": "0"})
+    assert read.measure.operator_processes == 0
+    assert settings.to_environ(read)["BENCHKIT_OPERATOR_PROCESSES"] == "0"
+
+
 def test_selection_from_the_settings_before_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(asv_selection, "command_line_invocation", lambda: pytest.fail("read /proc"))
     given = Selection(SelectionSource.GIVEN, "run-1", ("Linear",))

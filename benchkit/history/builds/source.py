@@ -46,7 +46,7 @@ def current_branch(checkout: Path) -> str:
 
 def benchkit_root() -> Path:
     """The benchkit checkout this code runs from (its benchmarks/ is the suite asv runs)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     if not (root / "benchmarks" / "instruction_counts.py").is_file():
         raise UserError(f"benchkit's suite is not beside the package ({root}/benchmarks): install benchkit "
                         "from its checkout (`pip install -e .`) to measure a PyTorch checkout")  # fmt: skip

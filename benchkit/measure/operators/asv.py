@@ -133,7 +133,8 @@ def measure_default_set_for_asv(
     cold = measure.inductor_cold
     cache = configure_inductor_cache(cold=cold)  # the timing processes inherit it
     cuda = device == "cuda"
-    processes = measure.operator_processes or (ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES)
+    default_processes = ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES
+    processes = default_processes if measure.operator_processes is None else measure.operator_processes
     rounds = measure.operator_rounds or (ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS)
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
