@@ -50,7 +50,8 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # A fixed folder every Linux host has; not TMPDIR, whose value differs by place.
@@ -209,6 +210,21 @@ class Place:
             return done.stderr[-2000:]
         stamp.write_text(wanted)
         return ""
+
+    def compile_bytecode_aside(
+        self, env: dict[str, str], modules: Sequence[str], on_failure: Callable[[str], None]
+    ) -> threading.Thread:
+        """`compile_bytecode` on a thread of its own (started), so the batch is prepared
+        meanwhile; workers join it before they start."""
+
+        def run() -> None:
+            failed = self.compile_bytecode(env, modules)
+            if failed:
+                on_failure(failed)
+
+        thread = threading.Thread(target=run, name="benchkit-bytecode", daemon=True)
+        thread.start()
+        return thread
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -34,7 +34,6 @@ from benchkit.measure.callgrind.durations import load_durations, save_durations
 from benchkit.measure.callgrind.place import (
     PLACE_PREFIX,
     PLACES,
-    Place,
     claim_place,
     counted_artifact,
     import_dirs,
@@ -334,7 +333,7 @@ def collect(
     except BaseException:
         place.close()
         raise
-    bytecode: _Prelude | None = None
+    bytecode: threading.Thread | None = None
     try:
         torch_dir = torch_package_dir()
         site = worker_site(torch_dir, import_dirs(torch_dir))
@@ -344,7 +343,12 @@ def collect(
         place.link(priming, "files", priming.parent.name, priming.name)
         # Natively, before any worker starts: the bytecode every worker reads at its start.
         # It compiles on one core while the batch is prepared (specs, C++ shards).
-        bytecode = _Prelude(place, ("benchkit.measure.callgrind.child", "torch", *COMPILE_MODULES), progress)
+        failed_note = "compiling the worker's bytecode failed (it compiles its own)"
+        bytecode = place.compile_bytecode_aside(
+            fixed_environment(place),
+            ("benchkit.measure.callgrind.child", "torch", *COMPILE_MODULES),
+            lambda failed: progress(f"{failed_note}: {failed}"),
+        )
         if cpp_suite is None:
             from benchkit.measure.cpp.shards import CppSuite
 
@@ -362,7 +366,7 @@ def collect(
         aslr = aslr_prefix()
         jobs = max(1, min(jobs or os.cpu_count() or 1, len(cases) or 1))
         infos, errors = _run_batch(
-            batch, jobs, template_command(aslr, place, control_here), fixed_environment(place), bytecode.wait
+            batch, jobs, template_command(aslr, place, control_here), fixed_environment(place), bytecode.join
         )
         if errors and not any(infos):
             raise errors[0]
@@ -399,7 +403,7 @@ def collect(
         return BatchResult(counts, metadata, time.monotonic() - start)
     finally:
         if bytecode is not None:  # its compiler writes into the place until it ends
-            bytecode.wait()
+            bytecode.join()
         if not keep_files:
             shutil.rmtree(root, ignore_errors=True)
         os.close(lock)
@@ -420,23 +424,6 @@ def _work_units(batch: Batch, runnable: list[int], durations: Mapping[str, float
         return own + (durations.get(COMPILE_TEMPLATE_NAME, 20.0) if unit is compiled else 0.0)
 
     return sorted(units, key=lambda unit: -seconds(unit))
-
-
-class _Prelude:
-    """The place's bytecode, compiled on a thread of its own; workers wait for it."""
-
-    def __init__(self, place: Place, modules: Sequence[str], progress: Callable[[str], None]) -> None:
-        self._place, self._modules, self._progress = place, modules, progress
-        self._thread = threading.Thread(target=self._compile, name="benchkit-bytecode", daemon=True)
-        self._thread.start()
-
-    def _compile(self) -> None:
-        failed = self._place.compile_bytecode(fixed_environment(self._place), self._modules)
-        if failed:
-            self._progress(f"compiling the worker's bytecode failed (it compiles its own): {failed}")
-
-    def wait(self) -> None:
-        self._thread.join()
 
 
 def _run_batch(
