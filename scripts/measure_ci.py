@@ -7,7 +7,9 @@ test command: the install, then every test with ``BENCHKIT_SLOW=1``) with ``HOME
 ``BENCHKIT_CACHE_DIR`` and ``TORCHINDUCTOR_CACHE_DIR`` in empty temporary folders and
 ``CI=true``. The whole output goes to ``benchkit-ci-<commit>.log`` in the temporary
 folder's parent (the clone is removed after a passing run); the measurement file gets the
-command, the commit, the date, the machine, the wall time and pytest's last line. The
+command, the commit, the date, the machine, the wall time, the peak disk use (the most the
+filesystem of the temporary folder held above its level at the start, sampled every 5 s) and
+pytest's last line. The
 install step points benchkit's editable install at the clone; run ``pip install -e .`` here
 afterwards to point it back.
 """
@@ -22,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +35,21 @@ OUT = REPO / "docs" / "measurements" / "ci-time.md"
 def _machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{os.cpu_count()} cores, {memory:.0f} GiB, {platform.system()} {platform.machine()}"
+
+
+class DiskPeak(threading.Thread):
+    """Samples how much the filesystem of ``path`` holds above its level at the start."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.start_used = shutil.disk_usage(path).used
+        self.peak = 0
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(5.0):
+            self.peak = max(self.peak, shutil.disk_usage(self.path).used - self.start_used)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     log = scratch.parent / f"benchkit-ci-{commit[:10]}.log"
     print(f"measure_ci: .ci/run of {commit[:10]} in {clone}; output in {log}", flush=True)
+    disk = DiskPeak(scratch)
+    disk.start()
     started = time.perf_counter()
     with open(log, "wb") as out:
         try:
@@ -73,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             code = f"stopped after {args.timeout:.0f} s"
     seconds = time.perf_counter() - started
+    disk.stopped.set()
+    disk.join()
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
     last = lines[-1] if lines else "(no output)"
     OUT.write_text(
@@ -81,12 +103,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC: `.ci/run` (the README's test "
         "command) in a fresh clone, with empty `HOME`, `BENCHKIT_CACHE_DIR` and `TORCHINDUCTOR_CACHE_DIR` "
         "and `CI=true`.\n\n"
-        "| commit | machine | wall time | exit status | pytest's last line |\n"
-        "|---|---|---:|---|---|\n"
-        f"| {commit[:10]} | {_machine()} | {seconds / 60:.1f} min ({seconds:,.0f} s) | {code} | "
+        "| commit | machine | wall time | peak disk use | exit status | pytest's last line |\n"
+        "|---|---|---:|---:|---|---|\n"
+        f"| {commit[:10]} | {_machine()} | {seconds / 60:.1f} min ({seconds:,.0f} s) | "
+        f"{disk.peak / 2**30:.1f} GiB | {code} | "
         f"`{last.replace('|', '/').replace('`', '')}` |\n"
     )
-    print(f"measure_ci: exit {code} after {seconds:,.0f} s; wrote {OUT}", flush=True)
+    print(
+        f"measure_ci: exit {code} after {seconds:,.0f} s, "
+        f"peak disk use {disk.peak / 2**30:.1f} GiB; wrote {OUT}",
+        flush=True,
+    )
     if code == 0:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0 if code == 0 else 1

@@ -1,8 +1,12 @@
-"""Shared test setup: one cache directory per test session.
+"""Shared test setup: one scratch root and one cache directory per test session.
 
 Every test (and every subprocess it starts) shares BENCHKIT_CACHE_DIR, so a
 C++ shard or TorchScript artifact built by one test is reused by the next, and
-nothing leaks into the user's own cache.
+nothing leaks into the user's own cache. Temporary files of the session (``TMPDIR``:
+asv's forkserver sockets, Chromium profiles, inductor's default cache, valgrind's files)
+go under one root that is removed when the session ends, whatever its outcome, so runs
+do not pile up on the disk. pytest's own ``tmp_path`` folders stay where pytest puts
+them, and only those of failed tests are kept (``tmp_path_retention_policy``).
 """
 
 from __future__ import annotations
@@ -16,16 +20,38 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# The slow suite's peak disk use is measured by scripts/measure_ci.py
+# (docs/measurements/ci-time.md); below this much free space it would fail midway on
+# "No space left on device", so the session refuses to start instead.
+SLOW_SUITE_FREE_GIB = 20
+
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+_SESSION_ROOT = Path(tempfile.mkdtemp(prefix="benchkit-tests-"))
+(_SESSION_ROOT / "tmp").mkdir()
+os.environ["TMPDIR"] = str(_SESSION_ROOT / "tmp")
+tempfile.tempdir = None  # re-read TMPDIR
+
 if "BENCHKIT_TEST_KEEP_CACHE" not in os.environ:
-    _SESSION_CACHE = tempfile.mkdtemp(prefix="benchkit-test-cache-")
-    os.environ["BENCHKIT_CACHE_DIR"] = _SESSION_CACHE
+    os.environ["BENCHKIT_CACHE_DIR"] = str(_SESSION_ROOT / "cache")
 else:  # reuse compiled shards across local test runs
     os.environ.setdefault("BENCHKIT_CACHE_DIR", str(REPO_ROOT / ".benchkit" / "test-cache"))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("BENCHKIT_SLOW") != "1":
+        return
+    free = shutil.disk_usage(_SESSION_ROOT).free / 2**30
+    if free < SLOW_SUITE_FREE_GIB:
+        pytest.exit(
+            f"only {free:.1f} GiB free on the disk of {_SESSION_ROOT}; the slow suite needs "
+            f"{SLOW_SUITE_FREE_GIB} GiB (asv environments with torch, Callgrind profiles): "
+            "free some space or point TMPDIR at a larger disk",
+            returncode=2,
+        )
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if "BENCHKIT_TEST_KEEP_CACHE" not in os.environ:
-        shutil.rmtree(os.environ["BENCHKIT_CACHE_DIR"], ignore_errors=True)
+    shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 from support.asv_project import CASES, FAST, LINEAR, MACHINE, RELU, ROUNDS, AsvProject, make_project
+from support.scratch import module_dir
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
 from benchkit import settings_record
@@ -43,7 +44,11 @@ from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
-    base = tmp_path_factory.mktemp("asv-e2e")
+    with module_dir(tmp_path_factory, "asv-e2e") as base:
+        yield from _project(base)
+
+
+def _project(base: Path) -> Iterator[AsvProject]:
     project = make_project(base / "project", base / "env")
     slow = slow_linear_wheel(base / "pr-wheel")
     assert (

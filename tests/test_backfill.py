@@ -17,10 +17,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.asv_project import LINEAR, RELU, AsvProject, make_project
+from support.scratch import module_dir
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel, twice_patch
 
 from benchkit.define.expand import asv_class_name
@@ -46,8 +48,12 @@ def slow_relu_wheel(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> AsvProject:
-    base = tmp_path_factory.mktemp("backfill")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
+    with module_dir(tmp_path_factory, "backfill") as base:
+        yield _history(base)
+
+
+def _history(base: Path) -> AsvProject:
     project = make_project(base / "project", base / "env")
     wheels = [LOCAL_WHEEL, slow_linear_wheel(base / "linear"), slow_relu_wheel(base / "relu")]
     assert project.benchkit("history", "init", "--repo", str(project.history), str(wheels[0])).returncode == 0

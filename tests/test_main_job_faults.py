@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from support.asv_project import MACHINE, RELU, AsvProject, make_project
+from support.scratch import module_dir
 from support.wheels import LOCAL_WHEEL
 
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
@@ -34,7 +35,11 @@ ROUNDS = 2
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
-    base = tmp_path_factory.mktemp("main-faults")
+    with module_dir(tmp_path_factory, "main-faults") as base:
+        yield from _job(base)
+
+
+def _job(base: Path) -> Iterator[AsvProject]:
     yield make_project(base / "project", base / "env")
     # asv's forkserver runs in a session of its own: a job killed with its process group (or an
     # asv that crashed) leaves it waiting on its socket. End those this file's jobs started.

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from support.browser import Browser, QuietHandler
+from support.scratch import module_dir
 
 from benchkit import cli, names
 from benchkit.errors import UserError
@@ -101,10 +102,10 @@ UPSTREAM_2_13 = "https://github.com/pytorch/pytorch/commit/cf30153c4c131c8164ee7
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("site-project")
-    # Frequent steps so that every kind of change shows up in a short history.
-    return synthetic.make_project(root, commits=COMMITS, benchmarks=60, seed=3, step_chance=0.2)
+def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with module_dir(tmp_path_factory, "site-project") as root:
+        # Frequent steps so that every kind of change shows up in a short history.
+        yield synthetic.make_project(root, commits=COMMITS, benchmarks=60, seed=3, step_chance=0.2)
 
 
 @pytest.fixture(scope="module")
