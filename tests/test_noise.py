@@ -30,7 +30,6 @@ def test_stats_constants_and_sign_test() -> None:
     assert stats.sign_test_p(11, 0) == pytest.approx(2 / 2048) and stats.sign_test_p(11, 0) <= 0.001
     assert stats.sign_test_p(10, 0) > 0.001  # 10 cases cannot show a common shift at p <= 0.001
     assert stats.sign_test_p(5, 5) == 1.0
-    assert stats.split_rounds([1, 2, 3, 4, 5, 6]) == [[1, 2, 3], [4, 5, 6]]
 
 
 def test_mdc_from_a_synthetic_history_of_known_noise() -> None:
@@ -97,27 +96,32 @@ def test_noise_decides_between_regression_and_cant_tell(tmp_path: Path) -> None:
     assert "#### Can't tell" in md
 
 
+ROUNDS, PER_ROUND = 8, 3  # asv rounds a build (at least MIN_ROUNDS: the rounds test) and samples in each
+
+
 def _shift_project(
     tmp_path: Path,
     head_wall: float,
-    head_rounds: tuple[float, float] = (1.0, 1.0),
-    per_round: int = 5,
+    head_late: float = 1.0,
+    rounds: int = ROUNDS,
     steady: int = 0,
 ) -> History:
     """15 cases, base commit 0 and head commit 1; case00's instruction count rises 5% on head;
-    the last `steady` cases keep their wall time whatever the others do."""
+    head's later half of the rounds runs `head_late` times its earlier half; the last `steady`
+    cases keep their wall time whatever the others do."""
     rng = random.Random(3)
     project = History(tmp_path)
     for k in range(15):
         case = f"C{k:02d}"
-        project.bench(WALL.format(case), "seconds")
+        project.bench(WALL.format(case), "seconds", repeat=PER_ROUND)
         project.bench(COUNTS.format(case), "instructions")
         for i in (0, 1):
             moved = i == 1 and k == 0
             project.add(i, COUNTS.format(case), 1e6 * (1.05 if moved else 1.0))
             center = 1e-5 * (head_wall if i == 1 and k < 15 - steady else 1.0)
-            rounds = head_rounds if i == 1 else (1.0, 1.0)
-            samples = [x for r in rounds for x in _samples(center * r, 0.01, per_round, rng)]
+            late = head_late if i == 1 else 1.0
+            factors = [1.0 if r < rounds // 2 else late for r in range(rounds)]
+            samples = [x for f in factors for x in _samples(center * f, 0.01, PER_ROUND, rng)]
             project.add(i, WALL.format(case), _median(samples), samples)
     project.save()
     return project
@@ -152,8 +156,8 @@ def test_a_steady_wall_time_under_an_environment_shift_is_not_unchanged(tmp_path
 
 
 def test_an_environment_shift_also_clears_benchmarks_of_unknown_noise(tmp_path: Path) -> None:
-    """2 samples a round: too few for a noise estimate; the shift still explains the wall times."""
-    project = _shift_project(tmp_path, head_wall=1.5, per_round=2)
+    """2 rounds a build: too few for a noise estimate; the shift still explains the wall times."""
+    project = _shift_project(tmp_path, head_wall=1.5, rounds=2)
     verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
     by_name = {c.name: c for c in verdict.comparisons}
     moved = by_name[WALL.format("C00")]
@@ -180,12 +184,12 @@ def _disturbed_project(tmp_path: Path, head_spread: float) -> History:
     project = History(tmp_path)
     for k in range(13):
         case = f"D{k:02d}"
-        project.bench(WALL.format(case), "seconds")
+        project.bench(WALL.format(case), "seconds", repeat=PER_ROUND)
         project.bench(COUNTS.format(case), "instructions")
         level = (0.8, 1.0, 1.3, 1.6, 2.0)[k % 5] if head_spread > 1 else 1.0
         for i, (center, spread) in enumerate(((1e-5, 0.01), (1e-5 * level, 0.01 * head_spread))):
             project.add(i, COUNTS.format(case), 1e6)
-            samples = _samples(center, spread, 10, rng)
+            samples = _samples(center, spread, ROUNDS * PER_ROUND, rng)
             project.add(i, WALL.format(case), _median(samples), samples)
     project.save()
     return project
@@ -208,8 +212,9 @@ def test_an_undisturbed_pair_is_not_called_disturbed(tmp_path: Path) -> None:
 
 
 def test_rounds_that_disagree_mark_the_build_as_environment_shifted(tmp_path: Path) -> None:
-    """Head's round 2 ran 40 % slower than its round 1 for every case: its wall time is unreliable."""
-    project = _shift_project(tmp_path, head_wall=1.0, head_rounds=(1.0, 1.4))
+    """Head's later rounds ran 40 % slower than its earlier ones for every case: its wall
+    time is unreliable."""
+    project = _shift_project(tmp_path, head_wall=1.0, head_late=1.4)
     base, head = commit_hash(0)[:8], commit_hash(1)[:8]
     verdict = check.run_check(base, head, asv_config=project.config)
     where = f"within head {head} (later rounds against earlier ones)"

@@ -13,6 +13,7 @@ from benchkit.cli.options import add_damage_option, add_job_options
 from benchkit.errors import UserError
 from benchkit.mainjob import run_main_job
 from benchkit.measure.walltime.timing import WALL_TIME_ROUNDS
+from benchkit.stats import MIN_ROUNDS
 
 
 def _positive(text: str) -> int:
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=_positive,
         metavar="N",
         help=f"wall-time processes per build (default {WALL_TIME_ROUNDS}; the gate sees smaller changes "
-        "with more, roughly as 1/sqrt(N))",
+        f"with more, roughly as 1/sqrt(N); under {MIN_ROUNDS} it judges wall times by the history alone)",
     )
     parser.add_argument(
         "--rerun", action="store_true", help="measure commits that already have results again"

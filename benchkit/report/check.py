@@ -11,9 +11,9 @@ each metric by its own noise:
   benchmark's own minimum detectable change (MDC). With at least
   `benchkit.stats.MIN_ROUNDS` asv rounds a side (the suite runs 12), each round is
   one process and Yuen's trimmed test between the two builds' rounds gives the
-  change and its MDC; with fewer rounds the MDC comes from the noisiest of the
-  history, samples and rounds (`benchkit.report.noise`) and asv's statistical
-  test must agree too. A configured factor (``--factor 1.10``) replaces the
+  change and its MDC; with fewer rounds the MDC comes from the history's spread
+  (`benchkit.report.noise`), and without one the wall time is insufficient data.
+  A configured factor (``--factor 1.10``) replaces the
   MDC as the threshold, which the MDC must then be below.
 * **ratio** (any other tracked number, e.g. an operator's compiled/eager time
   ratio, lower is better): a relative threshold (default 10%), since each is a

@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 
 from benchkit.history.results.read import Measurement
+from benchkit.names import MetricKind
 from benchkit.report.check_config import Override
 from benchkit.report.check_format import format_percent
 from benchkit.report.check_status import Status
 from benchkit.report.noise import Noise, PairNoise, estimate
-from benchkit.stats import significantly_different
 
 # A threshold of 0 in the config means "from the noise": the benchmark's minimum
 # detectable change (MDC) at the stated false-positive rate is its threshold. Without a
@@ -75,7 +75,7 @@ def availability(
 
 
 def noise_of(
-    metric: str, key: Key, before: Measurement, after: Measurement, pair: PairNoise | None
+    metric: MetricKind, key: Key, before: Measurement, after: Measurement, pair: PairNoise | None
 ) -> Noise | None:
     """The comparison's noise (`benchkit.report.noise.estimate`); None without a log-ratio."""
     assert before.value is not None and after.value is not None
@@ -97,7 +97,7 @@ def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:
 
 
 def decide(
-    metric: str,
+    metric: MetricKind,
     key: Key,
     before: Measurement,
     after: Measurement,
@@ -118,24 +118,21 @@ def decide(
         return _within_threshold(metric, key, log_ratio, ceiling, noise, pair)
     if noise.sigma is not None and not noise.detects(log_ratio):
         return Status.CANT_TELL, f"change within noise: {_mdc_text(noise)}"
-    # asv's test treats every sample as independent; the rounds test already compared processes.
-    if metric == "wall_time" and not noise.by_rounds and not significantly_different(before, after):
-        return Status.CANT_TELL, "within noise (asv statistics)"
     # Beyond the threshold and the noise; with the noise unknown the gate fails closed.
     status = Status.REGRESSION if log_ratio > 0 else Status.IMPROVEMENT
     why = f"noise unknown: {noise.basis}" if noise.sigma is None else ""
-    if metric == "wall_time" and pair is not None:
+    if metric == MetricKind.WALL_TIME and pair is not None:
         return environment_verdict(status, key, noise, pair, why)
     return status, why
 
 
 def _within_threshold(
-    metric: str, key: Key, log_ratio: float, ceiling: float, noise: Noise, pair: PairNoise | None
+    metric: MetricKind, key: Key, log_ratio: float, ceiling: float, noise: Noise, pair: PairNoise | None
 ) -> Judged:
     """No change beyond the threshold: unchanged only where a change that size would show."""
     if noise.sigma is None:
         return Status.INSUFFICIENT_DATA, f"noise unknown: {noise.basis}"
-    shifted = shift_of(pair, key, noise.by_rounds) if metric == "wall_time" else ""
+    shifted = shift_of(pair, key, noise.by_rounds) if metric == MetricKind.WALL_TIME else ""
     if shifted:  # "no change" measured on a moving machine says nothing about torch
         return Status.CANT_TELL, f"wall time follows the {shifted}"
     if noise.mdc is not None and noise.mdc > ceiling:

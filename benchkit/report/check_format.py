@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from benchkit.names import MetricKind
 from benchkit.report.check_config import METRIC_LABELS
 
 if TYPE_CHECKING:
@@ -60,9 +61,9 @@ def format_mdc(c: Comparison) -> str:
 
 
 def format_threshold(c: Comparison) -> str:
-    if c.metric != "wall_time":
+    if c.metric != MetricKind.WALL_TIME:
         return f"{c.threshold * 100:.2g}%"
-    test = "rounds test" if c.noise is not None and c.noise.by_rounds else "asv stats"
+    test = "rounds test" if c.noise is not None and c.noise.by_rounds else "history noise"
     if c.noise is not None and c.noise.mdc == c.threshold:
         return f"MDC ×{1 + c.threshold:.2f} + {test}"
     return f"×{1 + c.threshold:.2f} + {test}"

@@ -5,25 +5,20 @@ A fixed threshold (×1.10 for wall time) says nothing about whether a benchmark'
 run-to-run noise lets such a change be seen: on a shared machine two runs of the *same*
 build can differ by +40-90 % while the samples inside each run agree within 1-2 %.
 So each benchmark gets a noise estimate ``sigma``, the standard deviation of
-``log(after / before)`` between two runs of one build, from every source available:
+``log(after / before)`` between two runs of one build:
 
-* **history**: consecutive measured commits are de-facto A/A pairs for a case whose
-  instruction count did not move between them (for wall time), or, robustly, all
-  consecutive pairs (instructions, ratios: a MAD ignores the few real steps);
-* **samples**: the spread of one run's samples (MAD), as the standard error of the
-  difference of the two medians;
-* **rounds**: asv's ``rounds = 2`` keeps round 1's samples and then round 2's; the shift
-  between the two halves of one build is itself an A/A pair taken minutes apart;
-* **prior** for instruction counts: Callgrind is deterministic (A/A ~0.003 %).
+* a wall time with at least `benchkit.stats.MIN_ROUNDS` rounds a side (benchkit's suite runs
+  12) is judged by its rounds: each round is a process, the processes are the replicates,
+  and Yuen's trimmed test between the two builds' rounds (`benchkit.stats.trimmed_test`)
+  gives the change, its standard error and the critical value, from this very comparison;
+* otherwise the largest known of: the **history** (consecutive measured commits are
+  de-facto A/A pairs for a case whose instruction count did not move between them, for
+  wall time, or robustly all consecutive pairs for instructions and ratios: a MAD ignores
+  the few real steps; a wall time short of pairs gets the machine's, pooled) and, for
+  instruction counts, the Callgrind **prior**. A wall time's own samples are no source:
+  within one process they understate the noise between processes.
 
-The largest of them is used (a benchmark is as noisy as its noisiest known source),
-and turned into the minimum detectable change (`Noise.mdc`).
-
-A wall time with at least `benchkit.stats.MIN_ROUNDS` rounds a side (benchkit's suite runs
-12) is judged differently: each round is a process, the processes are the replicates, and
-Yuen's trimmed test between the two builds' rounds (`benchkit.stats.trimmed_test`) gives
-the change, its standard error and the critical value -- an estimate made from this very
-comparison, so the history's spread (of builds measured with fewer processes) is not needed.
+The estimate becomes the minimum detectable change (`Noise.mdc`).
 """
 
 from __future__ import annotations
@@ -41,13 +36,11 @@ from benchkit.stats import (
     MIN_ROUNDS,
     TrimmedTest,
     log_samples,
-    median_difference_sigma,
     median_shift_p,
     minimum_detectable_change,
     robust_sigma,
     round_values,
     sign_test_p,
-    split_rounds,
     trimmed_test,
     z_two_sided,
 )
@@ -177,39 +170,15 @@ def history_sigmas(
 
 
 def rounds_shift(m: Measurement) -> tuple[float, float] | None:
-    """(log shift of the later rounds against the earlier ones, its standard error) of one build.
-
-    With `MIN_ROUNDS` or more rounds: the later half of the processes against the earlier
-    half (Yuen's test; asv records the rounds in the order it ran them). With two rounds:
-    round 2's samples against round 1's, with the within-run standard error."""
+    """(log shift of the later rounds against the earlier ones, its standard error) of one build
+    with `MIN_ROUNDS` or more rounds: the later half of the processes against the earlier half
+    (Yuen's test; asv records the rounds in the order it ran them). None with fewer rounds."""
     values = round_values(m.samples, m.per_round)
-    if values is not None and len(values) >= MIN_ROUNDS:
-        half = len(values) // 2
-        test = trimmed_test(values[:half], values[half:])
-        return test.change, test.se
-    parts = split_rounds(log_samples(m.samples))
-    if len(parts) != 2 or min(len(p) for p in parts) < 2:
+    if values is None or len(values) < MIN_ROUNDS:
         return None
-    first, second = parts
-    s1, s2 = robust_sigma(first), robust_sigma(second)
-    assert s1 is not None and s2 is not None
-    shift = statistics.median(second) - statistics.median(first)
-    return shift, median_difference_sigma(s1, len(first), s2, len(second))
-
-
-def sample_sigmas(before: Measurement, after: Measurement) -> tuple[float | None, float | None]:
-    """(within-run sigma of the difference of medians, sigma from the rounds) or Nones."""
-    a, b = log_samples(before.samples), log_samples(after.samples)
-    if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-        return None, None
-    sa, sb = robust_sigma(a), robust_sigma(b)
-    assert sa is not None and sb is not None
-    within = median_difference_sigma(sa, len(a), sb, len(b))
-    shifts = [s[0] for s in (rounds_shift(before), rounds_shift(after)) if s is not None]
-    # A round-2-minus-round-1 difference has twice the variance of a difference of two
-    # full runs' medians (each mixes both rounds): divide by 2.
-    rounds = math.sqrt(sum(s * s for s in shifts) / len(shifts) / 2) if shifts else None
-    return within, rounds
+    half = len(values) // 2
+    test = trimmed_test(values[:half], values[half:])
+    return test.change, test.se
 
 
 def rounds_test(before: Measurement, after: Measurement) -> TrimmedTest | None:
@@ -224,8 +193,11 @@ def rounds_test(before: Measurement, after: Measurement) -> TrimmedTest | None:
 def estimate(
     metric: MetricKind, before: Measurement, after: Measurement, history: HistoryNoise | None
 ) -> Noise:
-    """The noise of one comparison: for a wall time with enough rounds, the rounds test;
-    otherwise the largest of the sources that have enough data."""
+    """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
+    test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
+
+    A wall time's samples within one process understate how far two processes differ, so
+    without enough rounds a wall time is judged against its history only."""
     if metric == MetricKind.WALL_TIME:
         test = rounds_test(before, after)
         if test is not None:
@@ -235,18 +207,12 @@ def estimate(
     sources: list[tuple[float, str]] = []
     if history is not None:
         sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
-    within, rounds = sample_sigmas(before, after)
-    if within is not None:
-        n = f"{len(before.samples or ())}+{len(after.samples or ())}"
-        sources.append((within, f"samples: {n}"))
-    if rounds is not None:
-        sources.append((rounds, "rounds"))
     if metric == MetricKind.INSTRUCTIONS:
         sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior"))
-    if metric == MetricKind.WALL_TIME and history is None and within is None:
-        return Noise(None, f"fewer than {MIN_SAMPLES} samples a side and under {MIN_PAIRS} history pairs")
     if not sources:
-        return Noise(None, f"under {MIN_PAIRS} history pairs and no samples")
+        if metric == MetricKind.WALL_TIME:
+            return Noise(None, f"fewer than {MIN_ROUNDS} rounds a side and under {MIN_PAIRS} history pairs")
+        return Noise(None, f"under {MIN_PAIRS} history pairs")
     sources.sort(key=lambda s: -s[0])
     basis = sources[0][1] + "".join(f"; {label}" for _, label in sources[1:])
     return Noise(sources[0][0], basis)
@@ -319,9 +285,9 @@ def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) ->
     way) or by the median test (the median moved far beyond the spread across benchmarks),
     and the median shift beyond the median benchmark's noise (so a consistent but
     negligible drift is not reported)."""
-    # A case that moved less than its own within-run noise (`noise`, aligned with `shifts`,
-    # 0 where unknown) is a tie for the sign test: on a busy machine a few cases barely move
-    # and would otherwise hide how lopsided the rest is.
+    # A case that moved less than its own noise (`noise`, aligned with `shifts`: the rounds
+    # test's standard error, 0 where unknown) is a tie for the sign test: on a busy machine a
+    # few cases barely move and would otherwise hide how lopsided the rest is.
     ties = list(noise) if len(noise) == len(shifts) else [0.0] * len(shifts)
     ups = sum(1 for s, t in zip(shifts, ties, strict=True) if s > t)
     downs = sum(1 for s, t in zip(shifts, ties, strict=True) if s < -t)
@@ -392,8 +358,7 @@ def between_shift(
         assert before is not None
         shifts.append(d)
         test = rounds_test(before, after)
-        within = test.se if test is not None else sample_sigmas(before, after)[0]
-        noise.append(within or 0.0)
+        noise.append(test.se if test is not None else 0.0)
     return common_shift(shifts, noise, "between base and head") if shifts else None
 
 

@@ -28,11 +28,15 @@ class Project:
         conf = {"version": 1, "project": "torch", "repo": "no-history-here", "results_dir": "results"}
         (root / "asv.conf.json").write_text(json.dumps(conf))
 
-    def bench(self, name: str, unit: str, params: list[list[str]] | None = None) -> None:
+    def bench(
+        self, name: str, unit: str, params: list[list[str]] | None = None, repeat: int | None = None
+    ) -> None:
+        """`repeat`: samples per asv round, as benchmarks.json records it (the gate cuts rounds by it)."""
         kind = "time" if unit == "seconds" else "track"
         self.benchmarks[name] = {
             "name": name, "unit": unit, "type": kind, "params": params or [],
             "param_names": [f"p{i}" for i in range(len(params or []))], "version": "v1",
+            **({"repeat": repeat} if repeat else {}),
         }  # fmt: skip
 
     def add(

@@ -37,10 +37,12 @@ class History:
     def config(self) -> Path:
         return self.root / "asv.conf.json"
 
-    def bench(self, name: str, unit: str) -> None:
+    def bench(self, name: str, unit: str, repeat: int | None = None) -> None:
+        """`repeat`: samples per asv round, as benchmarks.json records it (the gate cuts rounds by it)."""
         kind = "time" if unit == "seconds" else "track"
         self.benchmarks[name] = {
             "name": name, "unit": unit, "type": kind, "params": [], "param_names": [], "version": "v1",
+            **({"repeat": repeat} if repeat else {}),
         }  # fmt: skip
 
     def add(self, index: int, name: str, value: float, samples: list[float] | None = None) -> str:
