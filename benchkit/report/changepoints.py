@@ -183,7 +183,7 @@ def changepoints(
     """
     commits = [r.commit for r in history]
     keys = sorted({key for r in history for key in r.measurements})
-    by_case: dict[tuple[str, str], dict[str, list[Step]]] = {}
+    by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
     loose: list[Step] = []
     for name, env in keys:
         if is_cache_record(name):
@@ -196,18 +196,18 @@ def changepoints(
             for m in column
         ]
         metric = metric_of(name)
-        if metric == "wall_time":
+        if metric == MetricKind.WALL_TIME:
             values = [None if i in disturbed else v for i, v in enumerate(values)]
         steps = series_steps(name, env, metric, commits, values, threshold_of(name))
         case, _ = case_of(name)
-        if metric in ("instructions", "wall_time"):
+        if metric in (MetricKind.INSTRUCTIONS, MetricKind.WALL_TIME):
             by_case.setdefault((case, env), {}).setdefault(metric, []).extend(steps)
         else:
             loose.extend(steps)
     labelled = list(loose)
     for metrics in by_case.values():
-        counts, walls = metrics.get("instructions", []), metrics.get("wall_time", [])
-        if "instructions" in metrics and "wall_time" in metrics:
+        counts, walls = metrics.get(MetricKind.INSTRUCTIONS, []), metrics.get(MetricKind.WALL_TIME, [])
+        if MetricKind.INSTRUCTIONS in metrics and MetricKind.WALL_TIME in metrics:
             labelled += _label_case(counts, walls)
         else:
             labelled += counts + walls
