@@ -42,6 +42,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     free = shutil.disk_usage(_SESSION_ROOT).free / 2**30
     if free < SLOW_SUITE_FREE_GIB:
+        shutil.rmtree(_SESSION_ROOT, ignore_errors=True)  # sessionfinish does not run after this exit
         pytest.exit(
             f"only {free:.1f} GiB free on the disk of {_SESSION_ROOT}; the slow suite needs "
             f"{SLOW_SUITE_FREE_GIB} GiB (asv environments with torch, Callgrind profiles): "
