@@ -112,6 +112,9 @@ def test_wall_time_with_too_few_rounds_and_no_history_is_insufficient_data(proje
     assert steady.noise.basis == "fewer than 7 rounds a side and under 4 history pairs"
     assert slower.status == "regression" and "noise unknown" in slower.note
     assert verdict.exit_code == 1
+    # No noise to test against: the threshold column shows the fallback factor alone.
+    row = next(line for line in verdict.markdown.splitlines() if "`wt.steady.time_it`" in line)
+    assert "| ×1.10 |" in row, row
 
 
 def test_operator_ratios_use_a_relative_threshold(project: Project) -> None:

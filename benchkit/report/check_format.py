@@ -63,8 +63,10 @@ def format_mdc(c: Comparison) -> str:
 def format_threshold(c: Comparison) -> str:
     if c.metric != MetricKind.WALL_TIME:
         return f"{c.threshold * 100:.2g}%"
-    test = "rounds test" if c.noise is not None and c.noise.by_rounds else "history noise"
-    if c.noise is not None and c.noise.mdc == c.threshold:
+    if c.noise is None or c.noise.sigma is None:  # no noise to test against: the factor alone
+        return f"×{1 + c.threshold:.2f}"
+    test = "rounds test" if c.noise.by_rounds else "history noise"
+    if c.noise.mdc == c.threshold:
         return f"MDC ×{1 + c.threshold:.2f} + {test}"
     return f"×{1 + c.threshold:.2f} + {test}"
 
