@@ -117,6 +117,17 @@ def test_wall_time_with_too_few_rounds_and_no_history_is_insufficient_data(proje
     assert "| ×1.10 |" in row, row
 
 
+def test_a_seconds_figure_without_samples_is_not_told_it_lacks_rounds(project: Project) -> None:
+    """One number per build (an operator's eager seconds): no rounds could ever be there, so
+    the note names the missing history alone."""
+    project.bench("ops.relu.track_eager_seconds", "seconds")
+    project.add(BASE, "ops.relu.track_eager_seconds", [1.0e-5])
+    project.add(HEAD, "ops.relu.track_eager_seconds", [1.01e-5])
+    [only] = project.check().comparisons
+    assert only.status == "insufficient data" and only.noise is not None
+    assert only.noise.basis == "under 4 history pairs"
+
+
 def test_operator_ratios_use_a_relative_threshold(project: Project) -> None:
     project.bench("ops.add.track_speedup", "ratio")
     project.bench("ops.mul.track_speedup", "ratio")

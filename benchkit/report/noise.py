@@ -210,9 +210,9 @@ def estimate(
     if metric == MetricKind.INSTRUCTIONS:
         sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior"))
     if not sources:
-        if metric == MetricKind.WALL_TIME:
+        if metric == MetricKind.WALL_TIME and before.samples and after.samples:
             return Noise(None, f"fewer than {MIN_ROUNDS} rounds a side and under {MIN_PAIRS} history pairs")
-        return Noise(None, f"under {MIN_PAIRS} history pairs")
+        return Noise(None, f"under {MIN_PAIRS} history pairs")  # one number per build: no rounds
     sources.sort(key=lambda s: -s[0])
     basis = sources[0][1] + "".join(f"; {label}" for _, label in sources[1:])
     return Noise(sources[0][0], basis)
