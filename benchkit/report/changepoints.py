@@ -29,7 +29,7 @@ from benchkit.names import MetricKind
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.noise import build_shift, case_of, round_drifts
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
-from benchkit.stats import MEDIAN_EFFICIENCY, robust_sigma, z_two_sided
+from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
 OUTLIER = "outlier"  # one build away from its neighbours' common level, and back after it
@@ -130,11 +130,7 @@ def series_steps(
             skip_next = True
             continue
         sa, sb = (pooled if sigma is None else sigma for sigma in (sigmas[i - 1], sigmas[i]))
-        se = (
-            None
-            if sa is None or sb is None
-            else MEDIAN_EFFICIENCY * math.sqrt(sa**2 / len(a) + sb**2 / len(b))
-        )
+        se = None if sa is None or sb is None else median_difference_sigma(sa, len(a), sb, len(b))
         steps.append(
             Step(
                 name=name,
