@@ -50,7 +50,7 @@ from benchkit import settings, settings_record
 from benchkit.errors import UserError
 from benchkit.history.builds import repo as history
 from benchkit.history.builds import source as source_checkout
-from benchkit.history.builds.defaults import pick_default_builds
+from benchkit.history.builds.defaults import command_source, pick_default_builds
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.lock import job_lock
 from benchkit.history.results.read import (
@@ -257,6 +257,7 @@ def _run_main_job(
     else:
         progress.step(1, "torch history: one git commit per torch build")
         repo = history.HistoryRepo(history.repo_from_asv_config(conf_path))
+        source = command_source(source, for_default_builds=not builds)
         if builds:
             history.init_history(repo, builds, source=source)
         else:
@@ -295,7 +296,8 @@ def _run_main_job(
     # asv tells its benchmark processes neither the machine and results folder (where profiles
     # go) nor the -b selection (what setup_cache measures): the job says them.
     run_settings = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, bench)
-    env = settings.child_environ(run_settings)
+    # pip in asv's environment builds leaves out the indexes that did not answer, too.
+    env = {**settings.child_environ(run_settings), **dict(source.environ)}
     run_code = 0
     for found in set_aside_damaged(conf, machine_name, todo):
         progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")

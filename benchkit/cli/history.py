@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchkit.history.builds.defaults import pick_default_builds
+from benchkit.history.builds.defaults import command_source, pick_default_builds
 from benchkit.history.builds.repo import (
     MAIN_BRANCH,
     HistoryRepo,
@@ -54,10 +54,11 @@ def _repo(args: argparse.Namespace) -> HistoryRepo:
 
 def _cmd_init(args: argparse.Namespace) -> int:
     repo = _repo(args)
+    source = command_source(pip_source(args), for_default_builds=not args.builds)
     if args.builds:
-        added = init_history(repo, args.builds, source=pip_source(args))
+        added = init_history(repo, args.builds, source=source)
     else:
-        picks = pick_default_builds(include_index=not args.no_index, source=pip_source(args))
+        picks = pick_default_builds(include_index=not args.no_index, source=source)
         added = init_history_records(repo, [pick.record for pick in picks])
     log(f"{repo.path}: {len(added)} build(s) added")
     _print_rows(history_rows(repo))
@@ -68,7 +69,8 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 def _cmd_add(args: argparse.Namespace) -> int:
     repo = _repo(args)
-    record = record_for(args.build, note=args.note, source=pip_source(args))
+    source = command_source(pip_source(args), for_default_builds=False)
+    record = record_for(args.build, note=args.note, source=source)
     add_build(repo, record, branch=args.branch, tag=args.tag, allow_duplicate=args.allow_duplicate)
     for line in describe_refs(repo):
         print(line)
@@ -129,9 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="wheel files or torch requirements (default: the installed torch, as its wheel when pip "
         "finds it, and the newest newer torch release pip finds)",
     )
-    init.add_argument(
-        "--no-index", action="store_true", help="leave the newest release from the index out of the defaults"
-    )
+    init.add_argument("--no-index", action="store_true", help="only the installed torch: no other release")
     add_pip_options(init)
     init.set_defaults(func=_cmd_init)
 

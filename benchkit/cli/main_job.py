@@ -84,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--no-index",
         action="store_true",
-        help="leave the newest torch release from the index out of the default builds",
+        help="only the installed torch: no other release from pip's sources in the default builds",
     )
     add_pip_options(parser)
     parser.add_argument(

@@ -26,16 +26,20 @@ def make_fake_torch_wheel(
     version: str = "0.0.1+fake",
     extra: dict[str, bytes] | None = None,
     date_time: tuple[int, int, int, int, int, int] = (2025, 5, 6, 7, 8, 10),
+    cuda: str | None = None,
+    requires: tuple[str, ...] = (),
 ) -> Path:
-    """A small, installable wheel shaped like torch's (torch/version.py, RECORD)."""
+    """A small, installable wheel shaped like torch's (torch/version.py, RECORD); `cuda` and
+    `requires` (Requires-Dist lines) make it look like a CUDA build, as PyPI's are."""
+    requires_lines = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         "torch/__init__.py": b"from torch.version import __version__\n",
         "torch/version.py": (
             f"from typing import Optional\n__version__ = '{version}'\ndebug = False\n"
-            f"cuda: Optional[str] = None\ngit_version = '{git_version}'\n"
+            f"cuda: Optional[str] = {cuda!r}\ngit_version = '{git_version}'\n"
         ).encode(),
         f"torch-{version}.dist-info/METADATA": (
-            f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n".encode()
+            f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n{requires_lines}".encode()
         ),
         f"torch-{version}.dist-info/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         **(extra or {}),

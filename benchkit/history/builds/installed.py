@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 from benchkit.errors import UserError
+from benchkit.history.builds.flavour import CPU, Flavour, of_version_file
 from benchkit.history.builds.wheels import _literal_assignments
 from benchkit.util import atomic_path, cache_dir, content_key
 
@@ -34,6 +35,7 @@ class InstalledTorch:
     git_version: str
     site: Path  # the folder holding torch/ and its dist-info
     dist_info: Path
+    flavour: Flavour = CPU
 
     @property
     def public_version(self) -> str:
@@ -57,6 +59,7 @@ def installed_torch() -> InstalledTorch | None:
         git_version if isinstance(git_version, str) else "unknown",
         version_py.parents[1],
         dist_info,
+        of_version_file(values.get("cuda"), values.get("hip")),
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,13 @@ class PipSource:
     find_links: tuple[str, ...] = ()
     pre: bool = False
     no_index: bool = False
+    # PIP_* variables every pip of the command runs with (`indexes.pip_environ`: the indexes
+    # that did not answer left out); empty: pip's own configuration.
+    environ: tuple[tuple[str, str], ...] = ()
+
+    def env(self) -> dict[str, str] | None:
+        """The environment for a pip subprocess (None: this process's own)."""
+        return {**os.environ, **dict(self.environ)} if self.environ else None
 
     def args(self) -> list[str]:
         args: list[str] = []
@@ -66,6 +75,7 @@ class Resolved:
     version: str
     url: str
     sha256: str | None  # None when the source does not publish it (a plain folder)
+    requires_dist: tuple[str, ...] = ()  # the wheel's dependencies, markers included
 
     @property
     def filename(self) -> str:
@@ -90,7 +100,9 @@ def resolve(requirement: str, source: PipSource = PIP_CONFIG, python: str = sys.
             python, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
             "--only-binary=:all:", "--quiet", "--report", str(report), *source.args(), requirement,
         ]  # fmt: skip
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        done = subprocess.run(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=source.env()
+        )
         if done.returncode != 0 or not report.is_file():
             raise UserError(
                 f"pip finds no wheel for {requirement} ({source.describe()}):\n{_pip_tail(done.stdout)}"
@@ -105,14 +117,46 @@ def resolve(requirement: str, source: PipSource = PIP_CONFIG, python: str = sys.
     url = info.get("url", "")
     if not url.endswith(".whl"):
         raise UserError(f"pip resolved {requirement} to {url or 'nothing'}, not a wheel")
-    return Resolved(requirement, item["metadata"]["version"], url, hashes.get("sha256"))
+    metadata = item["metadata"]
+    requires = tuple(r for r in metadata.get("requires_dist") or () if isinstance(r, str))
+    return Resolved(requirement, metadata["version"], url, hashes.get("sha256"), requires)
+
+
+def available_versions(source: PipSource = PIP_CONFIG, python: str = sys.executable) -> list[str]:
+    """Every torch version pip's sources list, newest first, local labels kept (``2.13.0+cpu``).
+
+    pip's ``index versions`` does not apply pip's constraints; `resolve` does, so a listed
+    version may still be refused. Empty when pip lists none.
+    """
+    command = [python, "-m", "pip", "index", "versions", "torch", *source.args()]
+    done = subprocess.run(command, capture_output=True, text=True, env=source.env())
+    match = re.search(r"^Available versions: (.*)$", done.stdout, re.M)
+    return [v.strip() for v in match.group(1).split(",") if v.strip()] if match else []
+
+
+def download_size(resolved: Resolved, timeout: float = 5.0) -> int | None:
+    """The wheel's size in bytes (a local file's, or what its server says); None: not known."""
+    local = resolved.local_path
+    if local is not None:
+        return local.stat().st_size if local.is_file() else None
+    request = urllib.request.Request(resolved.url, method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+    except (OSError, ValueError):
+        return None
+    return int(length) if length and length.isdigit() else None
 
 
 def _download(url: str, dest: Path, source: PipSource, python: str) -> Path:
     command = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--dest", str(dest)]
     _log(f"downloading {url}")
     done = subprocess.run(
-        [*command, *source.args(), url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*command, *source.args(), url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=source.env(),
     )
     wheels = sorted(dest.glob("*.whl"))
     if done.returncode != 0 or not wheels:
@@ -130,7 +174,14 @@ class Fetched:
 
 def fetch(requirement: str, source: PipSource = PIP_CONFIG, python: str = sys.executable) -> Fetched:
     """The wheel pip picks for `requirement`, kept in the wheel store (fetched only when not there)."""
-    resolved = resolve(requirement, source, python)
+    return fetch_resolved(resolve(requirement, source, python), source, python)
+
+
+def fetch_resolved(
+    resolved: Resolved, source: PipSource = PIP_CONFIG, python: str = sys.executable
+) -> Fetched:
+    """The wheel `resolve` named, kept in the wheel store (fetched only when not there)."""
+    requirement = resolved.requirement
     if resolved.sha256:
         stored = stored_wheel_path(resolved.sha256, resolved.filename)
         if stored.is_file() and file_sha256(stored) == resolved.sha256:

@@ -1,0 +1,117 @@
+"""The torch a fresh machine gets from ``scripts/install.sh``, and the indexes its pip uses.
+
+    python3 -m benchkit.history.builds.first_torch [--torch-index-url URL]
+
+Run from the checkout before benchkit's dependencies exist (standard library only). It
+asks every index pip would use once (`benchkit.history.builds.indexes`), and when no
+torch is installed it installs one, saying which, from where and why:
+
+* a machine with an NVIDIA GPU: the newest torch of pip's sources (PyPI's Linux wheels
+  are CUDA builds);
+* any other machine: the newest CPU build (a ``+cpu`` release) of PyTorch's CPU index
+  (or ``--torch-index-url``) and pip's sources; only when none holds one, pip's default
+  torch, said with its size (on Linux a CUDA build: gigabytes).
+
+It prints ``PIP_*=value`` lines for the rest of install.sh: the indexes that answered,
+when any was left out (nothing otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from benchkit.errors import UserError
+from benchkit.history.builds import indexes
+from benchkit.history.builds.flavour import CPU, of_label
+from benchkit.history.builds.sources import PipSource, available_versions, resolve
+
+TRIES = 3  # newest CPU releases tried when pip's constraints refuse one
+
+
+def _say(message: str) -> None:
+    print(f"install.sh: {message}", file=sys.stderr, flush=True)
+
+
+def has_nvidia_gpu() -> bool:
+    if os.path.exists("/dev/nvidia0"):
+        return True
+    smi = shutil.which("nvidia-smi")
+    return smi is not None and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def _torch_installed() -> bool:
+    return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def choose_source(torch_index: str | None) -> tuple[PipSource, bool]:
+    """pip's sources with the torch index added and the silent indexes left out; and whether the
+    torch index answered."""
+    configured = indexes.configured_indexes()
+    urls = [configured.index_url, *configured.extra_index_urls]
+    if torch_index:
+        urls.insert(1, torch_index)
+    choice = indexes.choose(urls)
+    for note in choice.notes():
+        _say(note)
+    answered = bool(torch_index) and torch_index in choice.answering
+    if choice.left_out:
+        return PipSource(environ=tuple(indexes.pip_environ(choice).items())), answered
+    return PipSource(extra_index_urls=(torch_index,) if answered and torch_index else ()), answered
+
+
+def cpu_requirement(source: PipSource) -> str | None:
+    """``torch==X+cpu`` for the newest CPU release pip's sources hold and pip accepts; None: none."""
+    cpu = [v for v in available_versions(source) if of_label(v) == CPU]
+    for version in cpu[:TRIES]:
+        try:
+            resolved = resolve(f"torch=={version}", source)
+        except UserError:
+            continue  # e.g. above a constraint of pip's configuration
+        _say(f"torch {resolved.version}: the newest CPU build in pip's sources ({resolved.url})")
+        return f"torch=={resolved.version}"
+    return None
+
+
+def install_torch(source: PipSource, requirement: str) -> None:
+    command = [sys.executable, "-m", "pip", "install", "-q", *source.args(), requirement]
+    if subprocess.run(command, env=source.env()).returncode != 0:
+        raise UserError(f"`pip install {requirement}` failed (see pip's output above)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m benchkit.history.builds.first_torch")
+    parser.add_argument("--torch-index-url", default="", help="default: PyTorch's CPU index")
+    args = parser.parse_args(argv)
+    gpu = has_nvidia_gpu()
+    torch_index = None if gpu else (args.torch_index_url or indexes.PYTORCH_CPU_INDEX)
+    try:
+        source, _ = choose_source(torch_index)
+        if _torch_installed():
+            _say("torch is installed already: kept")
+        elif gpu:
+            _say("an NVIDIA GPU is here: the newest torch of pip's sources (PyPI's are CUDA builds)")
+            install_torch(source, "torch")
+        else:
+            requirement = cpu_requirement(source)
+            if requirement is None:
+                _say(
+                    "no CPU build of torch in pip's sources: pip's default torch instead "
+                    "(on Linux x86_64 a CUDA build with gigabytes of nvidia packages)"
+                )
+                requirement = "torch"
+            install_torch(source, requirement)
+    except UserError as e:
+        _say(str(e))
+        return 2
+    for key, value in source.environ:
+        print(f"{key}={value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
