@@ -6,6 +6,8 @@
 #
 # The clone is installed into its own virtual environment (with this machine's site packages,
 # so the torch already installed is reused), so the machine's own benchkit install is untouched.
+# BENCHKIT_FRESH_ISOLATED=1 makes that environment without this machine's site packages: a new
+# user's machine, where install.sh installs torch and everything else itself.
 # BENCHKIT_FRESH_KEEP=1 keeps the temp folder for inspection; BENCHKIT_FRESH_DIR=DIR works in DIR
 # (which must be empty or absent) and keeps it (tests/test_fresh_main_job.py reads the results there).
 set -uo pipefail
@@ -18,7 +20,11 @@ else
 fi
 mkdir -p "$work/home" "$work/cache" "$work/inductor"
 git clone --quiet "$source_repo" "$work/benchkit"
-python3 -m venv --system-site-packages "$work/venv"
+if [ "${BENCHKIT_FRESH_ISOLATED:-0}" = 1 ]; then
+  python3 -m venv "$work/venv"
+else
+  python3 -m venv --system-site-packages "$work/venv"
+fi
 export HOME="$work/home" BENCHKIT_CACHE_DIR="$work/cache" TORCHINDUCTOR_CACHE_DIR="$work/inductor"
 export PATH="$work/venv/bin:$PATH"
 unset PYTHONPATH  # only what the README's command installs

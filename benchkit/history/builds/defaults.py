@@ -142,7 +142,13 @@ def _size(resolved: Resolved) -> str:
 
 
 def _comparison(base_version: str, flavour: Flavour, source: PipSource) -> Pick | None:
-    """The other build: same flavour first, newer before older; None when pip lists no other release."""
+    found = comparison_release(base_version, flavour, source)
+    return None if found is None else _pick(*found, source)
+
+
+def comparison_release(base_version: str, flavour: Flavour, source: PipSource) -> tuple[Resolved, str] | None:
+    """The release the first build is compared with, and why (resolved, not fetched): same flavour
+    first, newer before older; None when pip's sources hold no other release."""
     base = _release_key(base_version)
     listed = [v for v in available_versions(source) if source.pre or not _is_pre(v)]
     listed = [v for v in listed if _release_key(v)[0] != base[0]]
@@ -167,7 +173,7 @@ def _comparison(base_version: str, flavour: Flavour, source: PipSource) -> Pick 
                 f"the newest release {side} than torch {base_version} in pip's sources, "
                 f"{found.describe()} like it"
             )
-            return _pick(resolved, source, why)
+            return resolved, why
         other = other or (resolved, side, found)
     for version, side in order if other is None else ():
         labelled = of_label(version)
@@ -182,7 +188,7 @@ def _comparison(base_version: str, flavour: Flavour, source: PipSource) -> Pick 
         f"no other {flavour.name()} build in pip's sources: the newest release {side} than torch "
         f"{base_version}, {found.describe()} ({_size(resolved)})"
     )
-    return _pick(resolved, source, why)
+    return resolved, why
 
 
 def _resolved(version: str, source: PipSource) -> Resolved | None:
@@ -194,7 +200,7 @@ def _resolved(version: str, source: PipSource) -> Resolved | None:
         return None
 
 
-def _pick(resolved: Resolved, source: PipSource, why: str) -> Pick:
+def _pick(resolved: Resolved, why: str, source: PipSource) -> Pick:
     fetched = fetch_resolved(resolved, source)
     record = record_for_wheel(fetched.path, requirement=f"torch=={resolved.version}")
     return Pick(record, f"{why}: {resolved.url}")
