@@ -10,8 +10,9 @@
    rounds and samples as an uninterrupted one);
 4. publish the site into ``html/``;
 5. print what was measured per torch build and metric (measured / failed /
-   skipped / missing), what changed between the oldest and newest torch
-   (`benchkit check`) and where the site is. The job exits 1 when a build lacks
+   skipped / missing), what changed with the builds this run measured (each against
+   its predecessor on main, and a ``--baseline``; the history's steps at them:
+   `benchkit.report.job_verdict`) and where the site is. The job exits 1 when a build lacks
    numbers (a failed ``setup_cache``, failed or missing benchmarks) or the gate
    finds newly failing or vanished benchmarks or a regression, 2 when the gate
    cannot compare a whole metric; the site is published either way.
@@ -195,6 +196,22 @@ def record_settings(
     return written
 
 
+def _baseline_commit(
+    baseline: str | None, main_commits: Sequence[str], tags: dict[str, list[str]]
+) -> str | None:
+    """The commit of main a ``--baseline`` tag or commit (prefix) names; an error names the choices."""
+    if baseline is None:
+        return None
+    found = [c for c in main_commits if baseline in tags.get(c, []) or c.startswith(baseline)]
+    if len(found) != 1:
+        known = ", ".join(t for c in main_commits for t in tags.get(c, [])) or "none"
+        raise UserError(
+            f"--baseline {baseline!r} names {len(found)} builds of main (tags of main: {known}); "
+            "give a tag or a commit of `benchkit history list`"
+        )
+    return found[0]
+
+
 def publish(conf_path: Path, skip_damaged: bool = False, loaded: LoadedResults | None = None) -> Path:
     """asv's site plus benchkit's pages (`benchkit.report.site.publish`)."""
     from benchkit.report.site.publish import publish as publish_site
@@ -214,15 +231,18 @@ def run_main_job(
     checkout: Path | None = None,
     wait: bool = True,
     skip_damaged: bool = False,
+    baseline: str | None = None,
 ) -> int:
-    """The job, holding the checkout's lock (a second job waits, or refuses without `wait`)."""
+    """The job, holding the checkout's lock (a second job waits, or refuses without `wait`).
+    `baseline`: a tag or commit of main every measured build is also judged against."""
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found (run `benchkit main` in the benchkit checkout)")
     with job_lock(conf_path, wait):
         return _run_main_job(
-            conf_path, builds, include_index, rounds, rerun, bench, machine, skip_damaged, source, checkout
-        )
+            conf_path, builds, include_index, rounds, rerun, bench, machine, skip_damaged, source, checkout,
+            baseline,
+        )  # fmt: skip
 
 
 def _run_main_job(
@@ -236,8 +256,9 @@ def _run_main_job(
     skip_damaged: bool,
     source: PipSource,
     checkout: Path | None,
+    baseline: str | None,
 ) -> int:
-    from benchkit.report import check, run_summary
+    from benchkit.report import job_verdict, run_summary
 
     progress = _Progress()
     if bench:  # any name a user sees for a case (its readable key too) -> asv's names
@@ -341,19 +362,12 @@ def _run_main_job(
         problems.append(f"asv run exited {run_code} (see its output above)")
     code = 1 if problems else 0
     if len(main_commits) >= 2:
-        first, last = labels[0][1], labels[-1][1]
-        try:
-            # The gate judges what was selected: other benchmarks' older results are not "missing".
-            verdict = check.run_check(
-                first, last, asv_config=conf_path, machine=machine_name, bench=bench, loaded=loaded
-            )
-            sys.stdout.write(verdict.markdown)
-            if verdict.exit_code:
-                problems.append(f"benchkit check {first} {last} exited {verdict.exit_code} (see above)")
-                code = max(code, verdict.exit_code)
-        except UserError as e:
-            problems.append(f"could not compare {first} and {last}: {e}")
-            code = max(code, 2)
+        # The verdict is about this run's builds: each against its predecessor (and a baseline).
+        judged = job_verdict.judged_pairs(main_commits, todo, _baseline_commit(baseline, main_commits, tags))
+        verdict = job_verdict.judge_run(loaded, conf_path, machine_name, judged, dict(labels), bench)
+        sys.stdout.write(verdict.markdown)
+        problems.extend(verdict.problems)
+        code = max(code, verdict.exit_code)
     else:
         progress.note("the history has a single build: nothing to compare")
 

@@ -49,6 +49,7 @@ def _cmd_main(args: argparse.Namespace) -> int:
             checkout=checkout,
             wait=not args.no_wait,
             skip_damaged=args.skip_damaged,
+            baseline=args.baseline,
         )
     except KeyboardInterrupt:
         print(
@@ -79,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action="append",
         metavar="WHEEL",
         help="torch builds for the history instead of the defaults (repeatable: wheel file or "
-        "requirement); default: the installed torch and the newest newer release pip finds",
+        "requirement); default: the installed torch and another release of pip's sources "
+        "(newer, else older; of the same flavour where one exists)",
     )
     parser.add_argument(
         "--no-index",
@@ -91,6 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--bench", "-b", action="append", default=[], help="only benchmarks matching this regex"
     )
     parser.add_argument("--machine", help="asv machine name (default: this host's)")
+    parser.add_argument(
+        "--baseline",
+        metavar="TAG_OR_COMMIT",
+        help="also judge every measured build against this build of main (e.g. the last release's tag); "
+        "each is always judged against its predecessor",
+    )
     add_job_options(parser)
     add_damage_option(parser)
     parser.add_argument(

@@ -1,0 +1,120 @@
+"""The main job's verdict: about what this run measured.
+
+A history grows by a build or two a night. Judging its oldest build against its newest
+would judge a month of changes at once, and a regression from the first week would fail
+every night after it. The main job judges instead:
+
+* each build this run measured against the build before it on the history's main
+  branch (its predecessor), with `benchkit check`;
+* each of them against a baseline, when one is named (e.g. the last release's tag);
+* the history's steps (`benchkit regressions`) that start at one of those builds: a level
+  that changed with this run's build, seen over the whole series rather than one pair.
+
+When the run measured nothing new (every build was finished earlier), the newest build
+on main is judged, so that running the job again gives the same verdict. The exit code
+is the worst of the pairs' (`benchkit check`'s codes), and 1 when a judged step of the
+history made a benchmark slower at one of these builds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from benchkit.errors import UserError
+from benchkit.history.results.read import LoadedResults
+from benchkit.report import changepoints
+from benchkit.report.check import find_check_config, metric_judge, run_check, selected
+from benchkit.report.check_config import load_check_config, parse_check_config
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgedPair:
+    base: str  # full commit hashes
+    head: str
+    against: str  # "its predecessor" or "the baseline"
+
+
+def judged_pairs(
+    main_commits: Sequence[str], measured: Sequence[str], baseline: str | None = None
+) -> list[JudgedPair]:
+    """The pairs the job judges (oldest first): each measured build of main against the one
+    before it, and against `baseline` (a commit of main) when given."""
+    heads = [c for c in main_commits if c in set(measured)] or list(main_commits[-1:])
+    pairs: list[JudgedPair] = []
+    for head in heads:
+        position = main_commits.index(head)
+        if position > 0:
+            pairs.append(JudgedPair(main_commits[position - 1], head, "its predecessor"))
+        predecessor = main_commits[position - 1] if position > 0 else None
+        if baseline is not None and baseline not in (head, predecessor):
+            pairs.append(JudgedPair(baseline, head, "the baseline"))
+    return pairs
+
+
+@dataclasses.dataclass(frozen=True)
+class JobVerdict:
+    markdown: str  # every pair's `benchkit check` table, then the history's steps at the judged builds
+    exit_code: int
+    problems: tuple[str, ...]  # one line each: why the exit code is not 0
+    heads: tuple[str, ...]  # the builds judged
+
+
+def judge_run(
+    loaded: LoadedResults,
+    conf_path: Path,
+    machine: str,
+    pairs: Sequence[JudgedPair],
+    labels: Mapping[str, str],
+    bench: Sequence[str] = (),
+) -> JobVerdict:
+    """`benchkit check` on every pair, and the history's steps that start at a judged build."""
+    parts: list[str] = []
+    problems: list[str] = []
+    code = 0
+    for pair in pairs:
+        base, head = labels.get(pair.base, pair.base[:12]), labels.get(pair.head, pair.head[:12])
+        parts.append(f"\n## {head} against {pair.against} {base}\n")
+        try:
+            verdict = run_check(base, head, asv_config=conf_path, machine=machine, bench=bench, loaded=loaded)
+        except UserError as e:
+            problems.append(f"could not compare {base} and {head}: {e}")
+            code = max(code, 2)
+            continue
+        parts.append(verdict.markdown)
+        if verdict.exit_code:
+            problems.append(f"benchkit check {base} {head} exited {verdict.exit_code} (see above)")
+            code = max(code, verdict.exit_code)
+    heads = tuple(dict.fromkeys(p.head for p in pairs))
+    steps = _steps_at(loaded, conf_path, machine, heads, bench)
+    if steps:
+        parts.append(f"\n## The history's steps at {', '.join(labels.get(h, h[:12]) for h in heads)}\n\n")
+        parts.append("```\n" + changepoints.format_table(steps) + "```\n")
+        slower = [s for s in steps if changepoints.judged(s) and s.change > 0]
+        for step in slower:
+            problems.append(
+                f"benchkit regressions: {step.name} stepped {step.change:+.1%} at "
+                f"{labels.get(step.after, step.after[:12])}"
+            )
+        code = max(code, 1 if slower else 0)
+    return JobVerdict("".join(parts), code, tuple(problems), heads)
+
+
+def _steps_at(
+    loaded: LoadedResults, conf_path: Path, machine: str, heads: Sequence[str], bench: Sequence[str]
+) -> list[changepoints.Step]:
+    """The history's steps whose new level starts at one of `heads`."""
+    config_path = find_check_config(conf_path.resolve().parent)
+    config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
+    history = [selected(r, bench) for r in loaded.history(machine)]
+    if len(history) < 3:
+        return []  # a step needs a level on each side; two builds are the pair's verdict alone
+    metric_of = metric_judge(loaded.units, config)
+    found = changepoints.history_steps(
+        history,
+        metric_of,
+        lambda name: config.rule_for(name, metric_of(name))[1],
+        config.thresholds["instructions"],
+    )
+    return [s for s in found.steps if s.after in set(heads)]
