@@ -196,7 +196,7 @@ def _resolved(version: str, source: PipSource) -> Resolved | None:
         return resolve(f"torch=={version}", source)
     except UserError as e:  # e.g. refused by pip's constraints
         lines = [line.strip() for line in str(e).splitlines()[1:] if line.strip()] or [str(e)]
-        log(f"torch=={version} left out: " + next((x for x in lines if "constraint" in x), lines[-1]))
+        log(f"torch=={version} left out: {lines[0]}")
         return None
 
 
