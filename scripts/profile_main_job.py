@@ -1,0 +1,222 @@
+"""Where the main job's time goes: benchkit's five steps and asv's own records of every build.
+
+    flock /tmp/benchkit-heavy.lock python3 scripts/profile_main_job.py run --ref HEAD --label now
+    flock /tmp/benchkit-heavy.lock python3 scripts/profile_main_job.py run --ref OLD --ref NEW --repeat 2
+    python3 scripts/profile_main_job.py table
+
+``run`` runs the README's main job (`scripts/fresh_main_job.sh`: a fresh clone of REF, its own
+virtual environment, empty HOME, BENCHKIT_CACHE_DIR and TORCHINDUCTOR_CACHE_DIR) and reads
+its log and asv's result files into one profile:
+
+* benchkit's steps, from the job's progress lines (``==> [n/5] ... (+s)``), and install.sh;
+* per torch build, asv's records: the environment build (``<build>``), each ``setup_cache``
+  (the Callgrind batch of the instruction counts, the operator timings' setup), and the sum
+  of the ``duration`` asv records for every benchmark of a metric (all its rounds);
+* asv's own time: the run step less everything asv recorded (process starts, discovery,
+  switching builds between rounds).
+
+Several ``--ref`` run alternately (A, B, A, B with ``--repeat 2``), so that the machine's drift
+reaches both alike. Each profile is added to ``docs/measurements/main-job-profile.json``;
+``table`` (run at the end of ``run``) writes ``docs/measurements/main-job-profile.md`` from it.
+Extra arguments after ``--`` go to ``benchkit main`` (e.g. ``-- -b Linear``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from benchkit.names import BenchmarkName  # noqa: E402
+
+PROFILES = REPO_ROOT / "docs" / "measurements" / "main-job-profile.json"
+TABLE = REPO_ROOT / "docs" / "measurements" / "main-job-profile.md"
+STEP = re.compile(r"^==> \[(\d)/5\] (.*?)\s+\(\+(\d+) s\)$")
+DONE = re.compile(r"^fresh-state main job: exit status (\d+), (\d+) s \(install included\)$")
+STEP_NAMES = {1: "1 torch history", 2: "2 asv machine", 3: "3 asv run", 4: "4 publish", 5: "5 verdict"}
+
+
+def steps_of(log: str) -> dict[str, float]:
+    """Seconds per step of the main job and of install.sh, from the job's own lines."""
+    starts: dict[int, int] = {}
+    total = exit_status = None
+    for line in log.splitlines():
+        step = STEP.match(line.strip())
+        if step:
+            starts[int(step.group(1))] = int(step.group(3))
+        done = DONE.match(line.strip())
+        if done:
+            exit_status, total = int(done.group(1)), int(done.group(2))
+    if total is None or 1 not in starts:
+        raise SystemExit("the log holds no finished main job (no step lines or no exit line)")
+    job_end = re.search(r"benchkit main finished (?:with .*? )?in ([\d.]+) min", log)
+    job_seconds = float(job_end.group(1)) * 60 if job_end else float(max(starts.values()))
+    found: dict[str, float] = {"install.sh": float(total) - job_seconds}
+    ordered = sorted(starts)
+    for i, number in enumerate(ordered):
+        end = starts[ordered[i + 1]] if i + 1 < len(ordered) else job_seconds
+        found[STEP_NAMES[number]] = float(end - starts[number])
+    found["total (install included)"] = float(total)
+    found["exit status"] = float(exit_status or 0)
+    return found
+
+
+def _setup_cache_name(key: str) -> str:
+    module = key[len("<setup_cache ") : -1].split(":")[0]
+    return (
+        "Callgrind batch (setup_cache)"
+        if module.startswith("instruction_counts")
+        else f"setup_cache {module}"
+    )
+
+
+def asv_records(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per torch build (results file): asv's durations by phase and by metric."""
+    from asv.results import Results
+
+    builds: dict[str, dict[str, Any]] = {}
+    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        for path in sorted(machine_dir.glob("*-*.json")):
+            result = Results.load(str(path), machine_name=machine_dir.name)
+            phases: dict[str, float] = defaultdict(float)
+            counts: dict[str, int] = defaultdict(int)
+            for key, seconds in result.duration.items():
+                if key == "<build>":
+                    phases["environment build (<build>)"] += seconds
+                elif key.startswith("<setup_cache"):
+                    phases[_setup_cache_name(key)] += seconds
+                elif seconds is not None:
+                    group = str(BenchmarkName.parse(key).run_group)
+                    phases[group] += seconds
+                    counts[group] += 1
+            builds[path.stem] = {"phases": dict(phases), "benchmarks": dict(counts)}
+    return builds
+
+
+def run_once(ref: str, label: str, main_args: list[str]) -> dict[str, Any]:
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="benchkit-profile-") as tmp:
+        source = Path(tmp) / "source"
+        subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(source)], check=True)
+        subprocess.run(["git", "-C", str(source), "checkout", "-q", commit], check=True)
+        work = Path(tmp) / "fresh"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_")}
+        env["BENCHKIT_FRESH_DIR"] = str(work)
+        print(f"profile: {label} = {ref} ({commit[:10]}): the main job from a fresh clone ...", flush=True)
+        done = subprocess.run(
+            ["bash", str(source / "scripts" / "fresh_main_job.sh"), *main_args],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        log = done.stdout
+        (Path(tmp) / "main.log").write_text(log)
+        try:
+            steps = steps_of(log)
+        except SystemExit:
+            sys.stderr.write(log[-4000:])
+            raise
+        builds = asv_records(work / "benchkit" / ".asv" / "results")
+        shutil.rmtree(work, ignore_errors=True)
+    recorded = sum(sum(b["phases"].values()) for b in builds.values())
+    return {
+        "label": label,
+        "commit": commit,
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "main_args": main_args,
+        "steps": steps,
+        "builds": builds,
+        "asv_unrecorded": steps.get(STEP_NAMES[3], 0.0) - recorded,
+    }
+
+
+def _load() -> list[dict[str, Any]]:
+    return json.loads(PROFILES.read_text()) if PROFILES.is_file() else []
+
+
+def table(profiles: list[dict[str, Any]]) -> str:
+    if not profiles:
+        return "no profiles yet\n"
+    heads = [f"{p['label']} `{p['commit'][:8]}`" for p in profiles]
+    rows: list[tuple[str, list[str]]] = []
+    step_names = ["install.sh", *STEP_NAMES.values()]
+    for name in step_names:
+        rows.append((f"**{name}**", [f"{p['steps'].get(name, 0):.0f}" for p in profiles]))
+        if name == STEP_NAMES[3]:
+            phases = sorted({ph for p in profiles for b in p["builds"].values() for ph in b["phases"]})
+            for phase in phases:
+                cells = []
+                for p in profiles:
+                    total = sum(b["phases"].get(phase, 0.0) for b in p["builds"].values())
+                    n = sum(b["benchmarks"].get(phase, 0) for b in p["builds"].values())
+                    cells.append(f"{total:.0f}" + (f" ({n} benchmarks)" if n else ""))
+                rows.append((f"&nbsp;&nbsp;{phase}, all builds", cells))
+            rows.append(("&nbsp;&nbsp;asv's own time (starts, discovery, switches)",
+                         [f"{p['asv_unrecorded']:.0f}" for p in profiles]))  # fmt: skip
+    rows.append(
+        ("**total, install included**", [f"{p['steps']['total (install included)']:.0f}" for p in profiles])
+    )
+    rows.append(("builds measured", [str(len(p["builds"])) for p in profiles]))
+    rows.append(("exit status", [f"{p['steps'].get('exit status', 0):.0f}" for p in profiles]))
+    lines = [
+        "# Where the main job's time goes",
+        "",
+        "Seconds per phase of `benchkit main` from a fresh clone with empty caches, on this project's",
+        "2-core development machine. Made by `python3 scripts/profile_main_job.py run --ref REF ...`",
+        "(alternating refs); this file by `python3 scripts/profile_main_job.py table`. asv's rows are",
+        "its own records (`<build>`, `setup_cache`, each benchmark's `duration`), summed over builds.",
+        "",
+        "| phase (seconds) | " + " | ".join(heads) + " |",
+        "|---|" + "---:|" * len(heads),
+        *(f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows),
+        "",
+        "Runs: "
+        + "; ".join(
+            f"{h}: {p['date']}, `benchkit main {' '.join(p['main_args'])}`"
+            for h, p in zip(heads, profiles, strict=True)
+        ),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="profile the main job from fresh clones of refs, alternating")
+    run.add_argument("--ref", action="append", required=True, help="a commit of this checkout (repeatable)")
+    run.add_argument("--label", action="append", help="a name per --ref (default: the ref)")
+    run.add_argument("--repeat", type=int, default=1, help="rounds of the refs (A, B, A, B...)")
+    sub.add_parser("table", help="write docs/measurements/main-job-profile.md from the profiles")
+    args, main_args = parser.parse_known_args()
+    main_args = [a for a in main_args if a != "--"]
+    if args.command == "run":
+        labels = args.label or args.ref
+        if len(labels) != len(args.ref):
+            parser.error("give one --label per --ref")
+        for _ in range(args.repeat):
+            for ref, label in zip(args.ref, labels, strict=True):
+                profile = run_once(ref, label, main_args)
+                profiles = [*_load(), profile]
+                PROFILES.write_text(json.dumps(profiles, indent=1) + "\n")
+                TABLE.write_text(table(profiles))
+                print(f"profile: {label}: {profile['steps']['total (install included)']:.0f} s", flush=True)
+    TABLE.write_text(table(_load()))
+    print(f"wrote {TABLE.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
