@@ -350,7 +350,7 @@ def _run_main_job(
     loaded = read_results(conf, damaged)
     html_dir = publish(conf_path, skip_damaged, loaded)
 
-    progress.step(5, "what was measured, and what changed between the torch builds")
+    progress.step(5, "what was measured, and what changed with the builds of this run")
     labels = [(c, (tags.get(c) or [c[:12]])[0]) for c in main_commits]
     summary = run_summary.summarize(loaded, machine_name, labels, bench)
     print(summary.table, file=sys.stderr)
