@@ -73,13 +73,17 @@ def steps_of(log: str) -> dict[str, float]:
     return found
 
 
+SETUP_CACHES = {  # asv's setup_cache keys name the module that holds the setup_cache
+    "measure.callgrind.metric": "Callgrind batch (setup_cache)",
+    "measure.walltime.timing": "wall-time cases' setup (setup_cache)",
+    "operators": "operator timings, CPU (setup_cache)",
+    "operators_cuda": "operator timings, CUDA (setup_cache)",
+}
+
+
 def _setup_cache_name(key: str) -> str:
     module = key[len("<setup_cache ") : -1].split(":")[0]
-    return (
-        "Callgrind batch (setup_cache)"
-        if module.startswith("instruction_counts")
-        else f"setup_cache {module}"
-    )
+    return SETUP_CACHES.get(module, f"setup_cache of {module}")
 
 
 def asv_records(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -98,7 +102,7 @@ def asv_records(results_dir: Path) -> dict[str, dict[str, Any]]:
                 elif key.startswith("<setup_cache"):
                     phases[_setup_cache_name(key)] += seconds
                 elif seconds is not None:
-                    group = str(BenchmarkName.parse(key).run_group)
+                    group = f"{BenchmarkName.parse(key).run_group}: benchmarks' own durations"
                     phases[group] += seconds
                     counts[group] += 1
             builds[path.stem] = {"phases": dict(phases), "benchmarks": dict(counts)}
