@@ -92,7 +92,7 @@ from benchkit.report.check_format import (  # noqa: F401 (re-exported for the si
     markdown_table,
     md_escape,
 )
-from benchkit.report.check_render import Verdict, render, unjudged_metrics  # noqa: F401 (re-exported)
+from benchkit.report.check_render import render, unjudged_metrics  # noqa: F401 (re-exported)
 from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported)
     FAILS_GATE,
     LOST_ON_HEAD,
@@ -101,42 +101,14 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
     UNCERTAIN,
     Status,
 )
-from benchkit.report.noise import HistoryNoise, Noise, PairNoise, history_sigmas, pair_noise
+from benchkit.report.check_types import Comparison, Verdict
+from benchkit.report.noise import HistoryNoise, PairNoise, history_sigmas, pair_noise
 from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
 from benchkit.report.run_summary import settings_differences
 from benchkit.settings_record import records_of
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------------------ comparing
-
-
-@dataclasses.dataclass(frozen=True)
-class Comparison:
-    name: str
-    env: str
-    metric: MetricKind
-    unit: str | None
-    status: Status  # a plain string is read as the Status of that value
-    before: Measurement | None
-    after: Measurement | None
-    threshold: float
-    note: str = ""
-    noise: Noise | None = None  # set when both sides had numbers
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", Status(self.status))
-
-    @property
-    def mdc(self) -> float | None:
-        return self.noise.mdc if self.noise else None
-
-    @property
-    def ratio(self) -> float | None:
-        if not self.before or not self.after or self.before.value is None or self.after.value is None:
-            return None
-        if self.before.skipped or self.after.skipped or self.before.value == 0:
-            return None
-        return self.after.value / self.before.value
 
 
 def compare_one(
