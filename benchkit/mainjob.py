@@ -240,6 +240,7 @@ def _run_main_job(
     from benchkit.report import check, run_summary
 
     progress = _Progress()
+    conf = load_asv_config(conf_path)  # read once: every step below is handed this
     if bench:  # any name a user sees for a case (its readable key too) -> asv's names
         from benchkit.define.expand import asv_bench_regexes
         from benchkit.define.loader import load_cases
@@ -256,7 +257,7 @@ def _run_main_job(
         )
     else:
         progress.step(1, "torch history: one git commit per torch build")
-        repo = history.HistoryRepo(history.repo_from_asv_config(conf_path))
+        repo = history.HistoryRepo(Path(conf.repo).resolve())
         if builds:
             history.init_history(repo, builds, source=source)
         else:
@@ -280,7 +281,7 @@ def _run_main_job(
     expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
     done = set() if rerun else ledger.finished()
     if done:  # a finished build whose results were lost or damaged since is measured again
-        still = set(run_summary.complete_builds(conf_path, expected, sorted(done)))
+        still = set(run_summary.complete_builds(conf, expected, sorted(done)))
         if still != done:
             ledger.forget(sorted(done - still))
             lost = len(done - still)
@@ -291,7 +292,6 @@ def _run_main_job(
     if len(todo) < len(main_commits):
         finished = len(main_commits) - len(todo)
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
-    conf = load_asv_config(conf_path)
     # asv tells its benchmark processes neither the machine and results folder (where profiles
     # go) nor the -b selection (what setup_cache measures): the job says them.
     run_settings = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, bench)
@@ -309,7 +309,7 @@ def _run_main_job(
         record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND)
         record_settings(Path(conf.results_dir), machine_name, todo, record)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
-        complete = run_summary.complete_builds(conf_path, expected, todo)
+        complete = run_summary.complete_builds(conf, expected, todo)
         ledger.record(complete)
         if len(complete) < len(todo):
             progress.note(
@@ -342,9 +342,8 @@ def _run_main_job(
         first, last = labels[0][1], labels[-1][1]
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
-            verdict = check.run_check(
-                first, last, asv_config=conf_path, machine=machine_name, bench=bench, loaded=loaded
-            )
+            config = check.check_config_for(conf_path)
+            verdict = check.judge_results(first, last, loaded, config, machine_name, bench=bench)
             sys.stdout.write(verdict.markdown)
             if verdict.exit_code:
                 problems.append(f"benchkit check {first} {last} exited {verdict.exit_code} (see above)")
