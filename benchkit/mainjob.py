@@ -261,6 +261,7 @@ def _run_main_job(
     from benchkit.report import job_verdict, run_summary
 
     progress = _Progress()
+    conf = load_asv_config(conf_path)  # read once: every step below is handed this
     if bench:  # any name a user sees for a case (its readable key too) -> asv's names
         from benchkit.define.expand import asv_bench_regexes
         from benchkit.define.loader import load_cases
@@ -277,7 +278,7 @@ def _run_main_job(
         )
     else:
         progress.step(1, "torch history: one git commit per torch build")
-        repo = history.HistoryRepo(history.repo_from_asv_config(conf_path))
+        repo = history.HistoryRepo(Path(conf.repo).resolve())
         source = command_source(source, for_default_builds=not builds)
         if builds:
             history.init_history(repo, builds, source=source)
@@ -302,7 +303,7 @@ def _run_main_job(
     expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
     done = set() if rerun else ledger.finished()
     if done:  # a finished build whose results were lost or damaged since is measured again
-        still = set(run_summary.complete_builds(conf_path, expected, sorted(done)))
+        still = set(run_summary.complete_builds(conf, expected, sorted(done)))
         if still != done:
             ledger.forget(sorted(done - still))
             lost = len(done - still)
@@ -313,7 +314,6 @@ def _run_main_job(
     if len(todo) < len(main_commits):
         finished = len(main_commits) - len(todo)
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
-    conf = load_asv_config(conf_path)
     # asv tells its benchmark processes neither the machine and results folder (where profiles
     # go) nor the -b selection (what setup_cache measures): the job says them.
     run_settings = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, bench)
@@ -332,7 +332,7 @@ def _run_main_job(
         record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND)
         record_settings(Path(conf.results_dir), machine_name, todo, record)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
-        complete = run_summary.complete_builds(conf_path, expected, todo)
+        complete = run_summary.complete_builds(conf, expected, todo)
         ledger.record(complete)
         if len(complete) < len(todo):
             progress.note(

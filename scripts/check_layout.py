@@ -6,8 +6,9 @@ stages, files within the size limit. Prints the tree with line counts.
 Stages, in the order data flows: define -> measure -> history -> report, then
 the orchestration above them (mainjob) and the command line (cli). A module may
 import its own stage and earlier ones, never a later one; within history/,
-builds/ comes before results/. Imports only needed
-for type checking (under ``if TYPE_CHECKING:``) are not counted.
+builds/ comes before results/. The same rules hold at the type level: imports under
+``if TYPE_CHECKING:`` (which never run) count there too, so a data type lives below every
+module that names it.
 """
 
 from __future__ import annotations
@@ -45,29 +46,44 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``typing.TYPE_CHECKING``."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """benchkit modules `path` imports (a `from pkg import mod` counts as pkg.mod)."""
-    tree = ast.parse(path.read_text())
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if _type_checking_only(node, parents):
-            continue
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("benchkit"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchkit"):
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if sub in known else node.module)
-    return found
+def _imported(node: ast.AST, known: set[str]) -> set[str]:
+    """benchkit modules one import statement names (a `from pkg import mod` counts as pkg.mod)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names if a.name.startswith("benchkit")}
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("benchkit"):
+        return {
+            f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+            for a in node.names
+        }
+    return set()
+
+
+def imports_of(path: Path, known: set[str]) -> tuple[set[str], set[str]]:
+    """benchkit modules `path` imports: (those imported when it runs, those imported only
+    for type checking, in the body of an ``if TYPE_CHECKING:``)."""
+    runtime: set[str] = set()
+    typing_only: set[str] = set()
+
+    def visit(node: ast.AST, found: set[str]) -> None:
+        found |= _imported(node, known)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, typing_only)
+            for child in node.orelse:
+                visit(child, found)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, found)
+
+    visit(ast.parse(path.read_text()), runtime)
+    return runtime, typing_only - runtime
 
 
 # Within a stage: parts in the order data flows (a module may import its own part and earlier ones).
@@ -108,24 +124,42 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def main() -> int:
-    files = sorted(PACKAGE.rglob("*.py"))
-    known = {module_name(p) for p in files}
-    graph = {module_name(p): imports_of(p, known) - {module_name(p)} for p in files}
+def order_problems(graph: dict[str, set[str]], level: str = "") -> list[str]:
+    """Imports of a later stage, or of a later part of the same stage."""
     problems = []
     for module, deps in graph.items():
         if module == "benchkit":
             continue  # the package's lazy re-export of the definition API
-        for dep in deps:
+        for dep in sorted(deps):
             # A package's __init__ (docstring only) ranks with its first child; skip package roots.
             if dep != "benchkit" and rank(dep) > rank(module):
-                problems.append(f"{module} (stage {rank(module)}) imports {dep} (later stage {rank(dep)})")
+                problems.append(
+                    f"{module} (stage {rank(module)}) {level}imports {dep} (later stage {rank(dep)})"
+                )
             here, there = subrank(module), subrank(dep)
             if here and there and here[0] == there[0] and there[1] > here[1]:
-                problems.append(f"{module} imports {dep}, a later part of the {here[0]} stage")
-    cycle = find_cycle({m: {d for d in deps if d != "benchkit"} for m, deps in graph.items()})
+                problems.append(f"{module} {level}imports {dep}, a later part of the {here[0]} stage")
+    return problems
+
+
+def circle(graph: dict[str, set[str]]) -> list[str] | None:
+    return find_cycle({m: {d for d in deps if d != "benchkit"} for m, deps in graph.items()})
+
+
+def main() -> int:
+    files = sorted(PACKAGE.rglob("*.py"))
+    known = {module_name(p) for p in files}
+    imports = {module_name(p): imports_of(p, known) for p in files}
+    runtime = {m: found - {m} for m, (found, _) in imports.items()}
+    typing_only = {m: found - {m} for m, (_, found) in imports.items()}
+    # The type level: everything a module names, run or not.
+    typed = {m: runtime[m] | typing_only[m] for m in imports}
+    problems = order_problems(runtime) + order_problems(typing_only, "type-level ")
+    cycle = circle(runtime)
     if cycle:
         problems.append("import circle: " + " -> ".join(cycle))
+    elif cycle := circle(typed):
+        problems.append("type-level import circle (through TYPE_CHECKING imports): " + " -> ".join(cycle))
     for path in files:
         lines = len(path.read_text().splitlines())
         note = ""
@@ -139,7 +173,10 @@ def main() -> int:
     for problem in problems:
         print(f"layout: {problem}", file=sys.stderr)
     if not problems:
-        print("layout ok: no import circle, stages import only earlier stages, files within limits")
+        print(
+            "layout ok: no import circle, stages import only earlier stages (also at the type level), "
+            "files within limits"
+        )
     return 1 if problems else 0
 
 

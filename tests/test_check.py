@@ -15,6 +15,7 @@ from support.check_project import BASE, HEAD, Project
 
 from benchkit.errors import UserError
 from benchkit.report import check, check_config
+from benchkit.report.check_types import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ROUNDS, PER_ROUND = 8, 3  # asv rounds a side (at least MIN_ROUNDS: the rounds test) and samples in each
@@ -25,7 +26,7 @@ def _samples(center: float, spread: float, n: int = 10, seed: int = 0) -> list[f
     return [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)]
 
 
-def _statuses(verdict: check.Verdict) -> dict[str, str]:
+def _statuses(verdict: Verdict) -> dict[str, str]:
     return {c.name: c.status for c in verdict.comparisons}
 
 

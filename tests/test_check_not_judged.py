@@ -15,6 +15,7 @@ import pytest
 from support.histories import BUSY, COMMITS, MACHINE, History, commit_hash, disturbed_history
 
 from benchkit.report import check, not_judged
+from benchkit.report.check_types import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The labelled history's true changes, (base, head) -> (case, metric): see `disturbed_history`.
@@ -36,7 +37,7 @@ def _check(project: History, base: int, head: int, *options: str) -> subprocess.
     )
 
 
-def _flagged(verdict: check.Verdict) -> set[tuple[str, str]]:
+def _flagged(verdict: Verdict) -> set[tuple[str, str]]:
     return {
         (c.name.split(".")[1], c.metric)
         for c in verdict.comparisons

@@ -17,6 +17,7 @@ from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.report import check, not_judged
 from benchkit.report.check_config import parse_check_config
 from benchkit.report.check_status import Status, exit_effect
+from benchkit.report.check_types import Comparison
 from benchkit.report.excursions import DisturbedBuild
 from benchkit.report.noise import EnvShift, HistoryNoise, PairNoise
 
@@ -110,7 +111,7 @@ def _pair(metric: str, key: tuple[str, str], noise: str) -> PairNoise:
     return PairNoise(history, between, rounds, moved, unshared)
 
 
-def judge(metric: str, row: dict[str, str]) -> check.Comparison:
+def judge(metric: str, row: dict[str, str]) -> Comparison:
     """The row's records, through the gate: `compare_one`, then the cache states and a
     disturbed side, as `benchkit.report.check.run_check` takes them."""
     name, unit, value = BENCHMARKS[metric]

@@ -57,3 +57,57 @@ def test_layout_check_catches_builds_importing_results(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "benchkit.history.builds.repo imports benchkit.history.results.read, a later part" in done.stderr
+
+
+def test_layout_check_catches_a_type_level_circle(tmp_path: Path) -> None:
+    """A record type kept in the module that imports its users, named back under
+    ``if TYPE_CHECKING:`` (plain or ``typing.``): a circle only at the type level fails."""
+    done = _check_tree(
+        tmp_path,
+        {
+            "report/gate.py": "from benchkit.report.render import render\n\nclass Record: ...\n",
+            "report/render.py": (
+                "import typing\n\nif typing.TYPE_CHECKING:\n"
+                "    from benchkit.report.gate import Record\n\ndef render(r: 'Record') -> str: ...\n"
+            ),
+        },
+    )
+    assert done.returncode == 1
+    assert (
+        "type-level import circle (through TYPE_CHECKING imports): "
+        "benchkit.report.gate -> benchkit.report.render -> benchkit.report.gate" in done.stderr
+    )
+    # The record in its own module below both: the same package passes.
+    fixed = _check_tree(
+        tmp_path / "fixed",
+        {
+            "report/record.py": "class Record: ...\n",
+            "report/gate.py": (
+                "from benchkit.report.record import Record\nfrom benchkit.report.render import render\n"
+            ),
+            "report/render.py": (
+                "from benchkit.report.record import Record\n\ndef render(r: Record) -> str: ...\n"
+            ),
+        },
+    )
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_layout_check_catches_a_type_level_backward_import(tmp_path: Path) -> None:
+    """A stage naming a later stage's type under ``if TYPE_CHECKING:`` fails; its ``else:`` runs."""
+    done = _check_tree(
+        tmp_path,
+        {
+            "report/gate.py": "X = 1\n",
+            "measure/timing.py": (
+                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                "    from benchkit.report.gate import X\nelse:\n    import benchkit.define.api\n"
+            ),
+            "define/api.py": "from benchkit.measure.timing import Y\n",
+        },
+    )
+    assert done.returncode == 1
+    assert "benchkit.measure.timing (stage 2) type-level imports benchkit.report.gate" in done.stderr
+    # the else branch is a runtime import: define importing measure and back is a runtime circle
+    assert "benchkit.measure.timing (stage 2) imports benchkit.define.api" not in done.stderr
+    assert "layout: import circle: benchkit.define.api -> benchkit.measure.timing" in done.stderr

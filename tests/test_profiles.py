@@ -21,6 +21,7 @@ from support.callgrind import count, needs_valgrind, real_batch
 
 from benchkit.callgrind_track import BatchResult, CaseCount
 from benchkit.errors import UserError
+from benchkit.history.results import read as results_read
 from benchkit.measure.callgrind import profiles
 from benchkit.report import diff as profile_diff
 from benchkit.settings import Var
@@ -181,16 +182,22 @@ def _stored(tmp_path: Path) -> Path:
     return tmp_path / "asv.conf.json"
 
 
-def test_resolve_by_commit_prefix(tmp_path: Path) -> None:
+def test_resolve_by_commit_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _stored(tmp_path)
     found = profile_diff.find_profiles(tmp_path / "my-results")
     assert [(p.machine, p.commit[:1], p.env_name) for p in found] == [
         ("box", "a", "env"),
         ("box", "b", "env"),
     ]
-    assert profile_diff.resolve_profile("aaaa", config).name.startswith("a" * 40)
+    reads: list[Path] = []
+    load = results_read.load_asv_config
+    monkeypatch.setattr(results_read, "load_asv_config", lambda path: reads.append(path) or load(path))
+    found_a, found_b = profile_diff.resolve_profiles(["aaaa", "bbbb"], config)
+    assert found_a.name.startswith("a" * 40) and found_b.name.startswith("b" * 40)
+    assert reads == [config]  # asv's config read once for both
+    assert profile_diff.resolve_profiles([str(found_a)], tmp_path / "absent.json") == [found_a]
     with pytest.raises(UserError, match="no stored profile"):
-        profile_diff.resolve_profile("aaaa", config, env="other-env")
+        profile_diff.resolve_profiles(["aaaa"], config, env="other-env")
 
 
 def test_diff_command_line(tmp_path: Path) -> None:

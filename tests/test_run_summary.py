@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from asv import config as asv_config
 from support.asv_project import MACHINE, make_project
 from support.check_project import BASE, HEAD, Project
 from support.wheels import LOCAL_WHEEL
 
 from benchkit.history.results.read import load_asv_config, read_results
-from benchkit.report import run_summary
+from benchkit.report import check, run_summary
 
 
 def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:
@@ -53,6 +54,36 @@ def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:
     # A selection (-b) expects only what it selects.
     selected = run_summary.summarize(loaded, "box", [(HEAD, "new")], ["time_wall"])
     assert selected.problems == []
+
+
+def test_the_main_jobs_steps_take_the_asv_config_it_read_once(tmp_path: Path, monkeypatch) -> None:
+    """`benchkit main` reads asv's config once and hands it down: which builds are complete
+    (before and after asv runs), the results, the summary and the gate read no config again."""
+    project = Project(tmp_path)
+    project.bench("instruction_counts.A.track_instructions", "instructions")
+    project.bench("instruction_counts.A.time_wall", "seconds")
+    for commit, count in ((BASE, 100.0), (HEAD, 200.0)):
+        project.add(commit, "instruction_counts.A.track_instructions", [count])
+        project.add(commit, "instruction_counts.A.time_wall", [1e-6], [[1e-6, 1.1e-6]])
+    project.save()
+    reads: list[str] = []
+    load = asv_config.Config.load.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type, path: str | None = None) -> object:
+        reads.append(str(path))
+        return load(cls, path)
+
+    monkeypatch.setattr(asv_config.Config, "load", classmethod(counted))
+    conf_path = project.root / "asv.conf.json"
+    conf = load_asv_config(conf_path)  # the job's one read
+    expected = run_summary.Expected("box", (), 2)
+    assert run_summary.complete_builds(conf, expected, [BASE, HEAD]) == [BASE, HEAD]
+    assert run_summary.complete_builds(conf, run_summary.Expected("box", (), 3), [HEAD]) == []
+    loaded = read_results(conf)
+    assert run_summary.summarize(loaded, "box", [(BASE, "old"), (HEAD, "new")]).problems == []
+    verdict = check.judge_results(BASE[:8], HEAD[:8], loaded, check.check_config_for(conf_path), "box")
+    assert verdict.exit_code == 1  # the instruction count doubled
+    assert reads == [str(conf_path)]
 
 
 @pytest.mark.slow

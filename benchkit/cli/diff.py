@@ -10,7 +10,7 @@ from pathlib import Path
 from benchkit.cli.cases import add_bench_option, nothing_matched
 from benchkit.errors import UserError
 from benchkit.measure.callgrind.profiles import load_profile
-from benchkit.report.diff import diff_profiles, format_diff, resolve_profile
+from benchkit.report.diff import diff_profiles, format_diff, resolve_profiles
 
 
 def _key_pattern(bench: list[str]) -> str | None:
@@ -27,9 +27,7 @@ def _key_pattern(bench: list[str]) -> str | None:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    paths = [
-        resolve_profile(name, args.asv_config, args.machine, args.env) for name in (args.base, args.head)
-    ]
+    paths = resolve_profiles((args.base, args.head), args.asv_config, args.machine, args.env)
     base, head = (load_profile(p) for p in paths)
     diffs = diff_profiles(base, head, _key_pattern(args.bench), args.top)
     if not diffs:

@@ -21,13 +21,11 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
         load_history,
         pick_machine,
     )
-    from benchkit.report.check import find_check_config, metric_judge, selected
-    from benchkit.report.check_config import load_check_config, parse_check_config
+    from benchkit.report.check import check_config_for, metric_judge, selected
     from benchkit.util import atomic_write_json
 
     conf = load_asv_config(args.asv_config)
-    config_path = args.config or find_check_config(args.asv_config.resolve().parent)
-    config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
+    config = check_config_for(args.asv_config, args.config)
     machine = pick_machine(conf.results_dir, args.machine)
     damaged: list[DamagedFile] | None = [] if args.skip_damaged else None
     history = load_history(conf, machine, args.env, damaged)

@@ -52,6 +52,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.history.results.read import (
@@ -92,7 +93,7 @@ from benchkit.report.check_format import (  # noqa: F401 (re-exported for the si
     markdown_table,
     md_escape,
 )
-from benchkit.report.check_render import Verdict, render, unjudged_metrics  # noqa: F401 (re-exported)
+from benchkit.report.check_render import render, unjudged_metrics  # noqa: F401 (re-exported)
 from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported)
     FAILS_GATE,
     LOST_ON_HEAD,
@@ -101,42 +102,14 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
     UNCERTAIN,
     Status,
 )
-from benchkit.report.noise import HistoryNoise, Noise, PairNoise, history_sigmas, pair_noise
+from benchkit.report.check_types import Comparison, Verdict
+from benchkit.report.noise import HistoryNoise, PairNoise, history_sigmas, pair_noise
 from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
 from benchkit.report.run_summary import settings_differences
 from benchkit.settings_record import records_of
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------------------ comparing
-
-
-@dataclasses.dataclass(frozen=True)
-class Comparison:
-    name: str
-    env: str
-    metric: MetricKind
-    unit: str | None
-    status: Status  # a plain string is read as the Status of that value
-    before: Measurement | None
-    after: Measurement | None
-    threshold: float
-    note: str = ""
-    noise: Noise | None = None  # set when both sides had numbers
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "status", Status(self.status))
-
-    @property
-    def mdc(self) -> float | None:
-        return self.noise.mdc if self.noise else None
-
-    @property
-    def ratio(self) -> float | None:
-        if not self.before or not self.after or self.before.value is None or self.after.value is None:
-            return None
-        if self.before.skipped or self.after.skipped or self.before.value == 0:
-            return None
-        return self.after.value / self.before.value
 
 
 def compare_one(
@@ -229,6 +202,19 @@ def find_check_config(conf_dir: Path) -> Path | None:
     return next((conf_dir / n for n in DEFAULT_CONFIG_NAMES if (conf_dir / n).is_file()), None)
 
 
+def check_config_for(asv_config: Path, config_path: Path | None = None) -> CheckConfig:
+    """The gate's config: `config_path`, else ``benchkit-check.toml``/``.json`` beside the asv
+    config, else the built-in defaults."""
+    config_path = config_path or find_check_config(asv_config.resolve().parent)
+    return load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
+
+
+def _machine_with_results(conf: Any, machine: str | None) -> str:
+    if not os.path.isdir(conf.results_dir):
+        raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
+    return pick_machine(conf.results_dir, machine)
+
+
 def run_check(
     base: str,
     head: str,
@@ -240,25 +226,37 @@ def run_check(
     show_unchanged: bool = False,
     bench: Sequence[str] = (),
     damaged: Damaged = None,
-    loaded: LoadedResults | None = None,
 ) -> Verdict:
-    """Compare two commits' results (only benchmarks whose asv name matches a `bench` regex,
-    asv's ``-b`` rule, when given: a selected benchmark lacking a number on HEAD still fails).
+    """`benchkit check`: compare two commits' results (only benchmarks whose asv name matches a
+    `bench` regex, asv's ``-b`` rule, when given: a selected benchmark lacking a number on HEAD
+    still fails). Reads asv's config and the machine's results once, then `judge_results`.
 
     Raises `UserError` when there is nothing to read (no results, an unknown
     commit or machine, a bad config, a damaged results file unless `damaged`
     collects it); an incomplete comparison is a verdict with exit code 2 and its
-    `problems`, so the table still shows what there is. `loaded`: the project's results
-    when the caller has read them already (the main job), else they are read here.
+    `problems`, so the table still shows what there is.
     """
-    conf = loaded.conf if loaded else load_asv_config(asv_config)
-    config_path = config_path or find_check_config(asv_config.resolve().parent)
-    config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
-    config = config.with_wall_factor(factor)
-    if not os.path.isdir(conf.results_dir):
-        raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    machine = pick_machine(conf.results_dir, machine)
-    loaded = loaded or read_results(conf, damaged, (machine,))
+    conf = load_asv_config(asv_config)
+    config = check_config_for(asv_config, config_path).with_wall_factor(factor)
+    machine = _machine_with_results(conf, machine)
+    loaded = read_results(conf, damaged, (machine,))
+    return judge_results(base, head, loaded, config, machine, env, show_unchanged, bench)
+
+
+def judge_results(
+    base: str,
+    head: str,
+    loaded: LoadedResults,
+    config: CheckConfig,
+    machine: str | None = None,
+    env: str | None = None,
+    show_unchanged: bool = False,
+    bench: Sequence[str] = (),
+) -> Verdict:
+    """`run_check` over results already read, as the main job has them (asv's config is
+    `loaded.conf`): raises and returns as `run_check` does."""
+    conf = loaded.conf
+    machine = _machine_with_results(conf, machine)
     sets, whole = [], []
     history = loaded.history(machine, env)
     for label in (base, head):

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 from benchkit.names import MetricKind
 from benchkit.report.check_config import METRIC_LABELS
+from benchkit.report.check_types import Comparison
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement
-    from benchkit.report.check import Comparison
 
 
 # asv keeps no error text in its result files: point the user at where it is.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchkit.history.results.read import Measurement
-from benchkit.report.check import Comparison, Verdict
+from benchkit.report.check_types import Comparison, Verdict
 
 EXIT_REASONS = {
     0: "every metric compared and nothing fails the gate",

@@ -3,7 +3,6 @@ line, the exit status and the Markdown sections (see `benchkit.report.check`).""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -17,11 +16,11 @@ from benchkit.report.check_status import (
     UNCERTAIN,
     Status,
 )
+from benchkit.report.check_types import Comparison, Verdict
 from benchkit.stats import ALPHA
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement
-    from benchkit.report.check import Comparison
 
 
 def _side_summary(measurements: Iterable[Measurement | None]) -> str:
@@ -67,16 +66,6 @@ def unjudged_metrics(comparisons: Sequence[Comparison]) -> list[str]:
 
 
 # ------------------------------------------------------------------- report
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    exit_code: int  # 0 clean, 1 regression or a number lost on head, 2 incomplete or not judged
-    markdown: str
-    comparisons: tuple[Comparison, ...]
-    problems: tuple[str, ...] = ()  # why the comparison is incomplete (`unjudged_metrics`)
-    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.noise.EnvShift`)
-    not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.not_judged`)
 
 
 def render(

@@ -1,8 +1,8 @@
 """Where instructions went between two commits: stored profiles found by commit,
 diffed case by case (`benchkit diff`, the site's "why" pages).
 
-* `find_profiles(results_dir)` lists stored profiles; `resolve_profile(name, ...)`
-  takes a file, a commit hash (prefix) or a history ref;
+* `find_profiles(results_dir)` lists stored profiles; `resolve_profiles(names, ...)`
+  takes files, commit hashes (prefixes) or history refs;
 * `diff_profiles(base, head)` -> one `CaseDiff` per case: the change of the total
   per execution and the functions that moved most, in both directions.
 """
@@ -40,18 +40,32 @@ def find_profiles(results_dir: str | os.PathLike[str], machine: str | None = Non
     return found
 
 
-def resolve_profile(
-    name: str,
+def resolve_profiles(
+    names: Sequence[str],
     asv_config: Path = Path("asv.conf.json"),
     machine: str | None = None,
     env: str | None = None,
-) -> Path:
-    """A profile file path, a commit hash (prefix) with stored profiles, or a ref of the history."""
-    if Path(name).is_file():
-        return Path(name)
-    from benchkit.history.results.read import load_asv_config, resolve_commit
+) -> list[Path]:
+    """Each name's profile file: a file path as it is, else a commit hash (prefix) with stored
+    profiles or a ref of the history. asv's config is read once, when a name is not a file."""
+    from benchkit.history.results.read import load_asv_config
 
-    conf = load_asv_config(asv_config)
+    conf = None
+    paths = []
+    for name in names:
+        if Path(name).is_file():
+            paths.append(Path(name))
+            continue
+        if conf is None:
+            conf = load_asv_config(asv_config)
+        paths.append(_stored_profile(name, conf, machine, env))
+    return paths
+
+
+def _stored_profile(name: str, conf: Any, machine: str | None = None, env: str | None = None) -> Path:
+    """The stored profile of a commit hash (prefix) or a ref of the history (`conf`: asv's config)."""
+    from benchkit.history.results.read import resolve_commit
+
     profiles = find_profiles(conf.results_dir, machine)
     machines = sorted({p.machine for p in profiles})
     if not profiles:

@@ -25,8 +25,8 @@ from pathlib import Path
 from benchkit.errors import UserError
 from benchkit.history.results.read import LoadedResults
 from benchkit.report import changepoints
-from benchkit.report.check import find_check_config, metric_judge, run_check, selected
-from benchkit.report.check_config import load_check_config, parse_check_config
+from benchkit.report.check import check_config_for, judge_results, metric_judge, selected
+from benchkit.report.check_config import CheckConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +73,13 @@ def judge_run(
     parts: list[str] = []
     problems: list[str] = []
     code = 0
+    config = check_config_for(conf_path)
     for pair in pairs:
         base, head = labels.get(pair.base, pair.base[:12]), labels.get(pair.head, pair.head[:12])
         parts.append(f"\n## {head} against {pair.against} {base}\n")
         try:
-            verdict = run_check(base, head, asv_config=conf_path, machine=machine, bench=bench, loaded=loaded)
+            # The gate judges what was selected: other benchmarks' older results are not "missing".
+            verdict = judge_results(base, head, loaded, config, machine, bench=bench)
         except UserError as e:
             problems.append(f"could not compare {base} and {head}: {e}")
             code = max(code, 2)
@@ -87,7 +89,7 @@ def judge_run(
             problems.append(f"benchkit check {base} {head} exited {verdict.exit_code} (see above)")
             code = max(code, verdict.exit_code)
     heads = tuple(dict.fromkeys(p.head for p in pairs))
-    steps = _steps_at(loaded, conf_path, machine, heads, bench)
+    steps = _steps_at(loaded, config, machine, heads, bench)
     if steps:
         parts.append(f"\n## The history's steps at {', '.join(labels.get(h, h[:12]) for h in heads)}\n\n")
         parts.append("```\n" + changepoints.format_table(steps) + "```\n")
@@ -102,11 +104,9 @@ def judge_run(
 
 
 def _steps_at(
-    loaded: LoadedResults, conf_path: Path, machine: str, heads: Sequence[str], bench: Sequence[str]
+    loaded: LoadedResults, config: CheckConfig, machine: str, heads: Sequence[str], bench: Sequence[str]
 ) -> list[changepoints.Step]:
     """The history's steps whose new level starts at one of `heads`."""
-    config_path = find_check_config(conf_path.resolve().parent)
-    config = load_check_config(config_path) if config_path else parse_check_config({}, "built-in defaults")
     history = [selected(r, bench) for r in loaded.history(machine)]
     if len(history) < 3:
         return []  # a step needs a level on each side; two builds are the pair's verdict alone

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.check_status import NUMERIC_STATUSES, Status
+from benchkit.report.check_types import Comparison
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement, ResultSet
-    from benchkit.report.check import Comparison
     from benchkit.report.excursions import DisturbedBuild
 
 DISTURBED = Status.DISTURBED

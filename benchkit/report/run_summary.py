@@ -200,13 +200,13 @@ def _incomplete(name: str, found: Any, expected: Expected) -> bool:
     return wall and len(found.samples or ()) < expected.wall_samples
 
 
-def complete_builds(conf_path: Path, expected: Expected, commits: Sequence[str]) -> list[str]:
+def complete_builds(conf: Any, expected: Expected, commits: Sequence[str]) -> list[str]:
     """The commits whose results hold every number the job expected: each selected benchmark
-    measured, each wall time with all its rounds. Unreadable results are never complete."""
+    measured, each wall time with all its rounds. Unreadable results are never complete.
+    `conf`: asv's config as the job loaded it."""
     from benchkit.errors import UserError
-    from benchkit.history.results.read import benchmark_infos, load_asv_config, load_result_set
+    from benchkit.history.results.read import benchmark_infos, load_result_set
 
-    conf = load_asv_config(conf_path)
     try:
         names = expected_names(benchmark_infos(conf), expected.regexes)
     except UserError:

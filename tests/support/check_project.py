@@ -12,6 +12,7 @@ from asv.results import Results
 from asv.runner import BenchmarkResult
 
 from benchkit.report import check
+from benchkit.report.check_types import Verdict
 
 BASE, HEAD = "aaaa1111" + "0" * 32, "bbbb2222" + "0" * 32
 ENV = "virtualenv-py3.11"
@@ -72,7 +73,7 @@ class Project:
             )
         asv_util.write_json(str(self.results / "benchmarks.json"), self.benchmarks, api_version=2)
 
-    def check(self, *args: str, **kwargs: Any) -> check.Verdict:
+    def check(self, *args: str, **kwargs: Any) -> Verdict:
         self.save()
         return check.run_check(
             *(args or (BASE[:8], HEAD[:8])), asv_config=self.root / "asv.conf.json", **kwargs

@@ -27,6 +27,7 @@ from benchkit.history.results.read import (
 )
 from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_class_name
 from benchkit.report import check, check_config
+from benchkit.report.check_types import Comparison
 from benchkit.stats import quantiles
 
 # benchkit.history.builds.build_step.BUILD_FILE; not imported from there to keep publishing light.
@@ -86,7 +87,7 @@ class PairChanges:
     branch: str
     base: Build
     head: Build
-    changes: tuple[check.Comparison, ...]  # beyond threshold, sorted within each metric
+    changes: tuple[Comparison, ...]  # beyond threshold, sorted within each metric
     compared: int  # benchmarks compared (changed or not)
     problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
     uncertain: tuple[tuple[str, int], ...] = ()  # (can't tell | insufficient data, how many)
@@ -284,7 +285,7 @@ def load_site_data(
     )
 
 
-def listed(c: check.Comparison) -> bool:
+def listed(c: Comparison) -> bool:
     """Whether the Changes page lists `c` (see `LISTED_ORDER`)."""
     if c.status in CHANGED_STATUSES:
         return True

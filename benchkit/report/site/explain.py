@@ -11,7 +11,7 @@ import sys
 from benchkit.errors import UserError
 from benchkit.measure.callgrind.profiles import CaseProfile, Profile, load_profile
 from benchkit.names import CaseKeys
-from benchkit.report import check
+from benchkit.report.check_types import Comparison
 from benchkit.report.diff import CaseDiff, diff_case, find_profiles
 from benchkit.report.site.data import PairChanges, log
 
@@ -61,7 +61,7 @@ class ProfileStore:
         return None if key is None else profile.cases.get(key)
 
 
-def explain(store: ProfileStore, pair: PairChanges, c: check.Comparison) -> Explanation | None:
+def explain(store: ProfileStore, pair: PairChanges, c: Comparison) -> Explanation | None:
     """The function-level diff behind an instruction-count change; None without both profiles."""
     base = store.case(pair.machine, pair.base.commit, c.env, c.name)
     head = store.case(pair.machine, pair.head.commit, c.env, c.name)

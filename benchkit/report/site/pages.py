@@ -21,6 +21,7 @@ from markupsafe import Markup, escape
 from benchkit.history.results.read import Measurement
 from benchkit.names import BenchmarkName, Metric, MetricKind, benchmark_key, readable_name
 from benchkit.report import changepoints, check
+from benchkit.report.check_types import Comparison
 from benchkit.report.site.data import (
     BenchmarkInfo,
     Build,
@@ -110,7 +111,7 @@ def why_file(pair: PairChanges, name: str) -> str:
     return f"why/{content_key(pair.machine, pair.base.commit, pair.head.commit, name)}.html"
 
 
-def display_unit(c: check.Comparison) -> str | None:
+def display_unit(c: Comparison) -> str | None:
     """The unit to print a value in; from the method name when benchmarks.json lacks the benchmark
     (asv rewrites that file for the benchmarks of its last run)."""
     if c.unit is not None:
@@ -118,7 +119,7 @@ def display_unit(c: check.Comparison) -> str | None:
     return BenchmarkName.parse(c.name).fallback_unit()
 
 
-def fmt_value(c: check.Comparison, measurement: Measurement | None) -> str:
+def fmt_value(c: Comparison, measurement: Measurement | None) -> str:
     return str(check.format_value(measurement, display_unit(c)))
 
 
@@ -155,9 +156,7 @@ def _pretty(data: SiteData, name: str) -> str:
 # -------------------------------------------------------------- changes
 
 
-def _change_row(
-    c: check.Comparison, data: SiteData, pair: PairChanges, why: Mapping[str, str]
-) -> dict[str, Any]:
+def _change_row(c: Comparison, data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict[str, Any]:
     return {
         "c": c,
         "css": slug(c.status),
@@ -278,7 +277,7 @@ def render_regressions(data: SiteData) -> str:
 # -------------------------------------------------------------- why
 
 
-def render_why(data: SiteData, pair: PairChanges, c: check.Comparison, why: Explanation) -> str:
+def render_why(data: SiteData, pair: PairChanges, c: Comparison, why: Explanation) -> str:
     # The case key as written, escaped by the template: asv's pretty name has look-alikes.
     pretty = readable_name(why.diff.key, Metric.INSTRUCTIONS) if c.name in data.benchmarks else c.name
     values: dict[str, Any] = {

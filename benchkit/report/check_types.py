@@ -1,0 +1,54 @@
+"""The records of `benchkit check`: one benchmark's `Comparison` and the pair's `Verdict`.
+
+They live below every module that makes or reads them (the gate, its decision, formatting,
+rendering and not-judged steps, ``--json`` and the site), so none of those imports another
+to name them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from benchkit.history.results.read import Measurement
+from benchkit.names import MetricKind
+from benchkit.report.check_status import Status
+from benchkit.report.noise import Noise
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    name: str
+    env: str
+    metric: MetricKind
+    unit: str | None
+    status: Status  # a plain string is read as the Status of that value
+    before: Measurement | None
+    after: Measurement | None
+    threshold: float
+    note: str = ""
+    noise: Noise | None = None  # set when both sides had numbers
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))
+
+    @property
+    def mdc(self) -> float | None:
+        return self.noise.mdc if self.noise else None
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.before or not self.after or self.before.value is None or self.after.value is None:
+            return None
+        if self.before.skipped or self.after.skipped or self.before.value == 0:
+            return None
+        return self.after.value / self.before.value
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    exit_code: int  # 0 clean, 1 regression or a number lost on head, 2 incomplete or not judged
+    markdown: str
+    comparisons: tuple[Comparison, ...]
+    problems: tuple[str, ...] = ()  # why the comparison is incomplete (`check_render.unjudged_metrics`)
+    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.noise.EnvShift`)
+    not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.not_judged`)
