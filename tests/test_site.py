@@ -75,15 +75,6 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
 
 
-def _assert_clean(browser: Browser, page: str) -> None:
-    errors = browser.errors()
-    assert not errors, f"{page}: browser reported errors: {errors}"
-    outside = [
-        u for u in browser.requested_urls() if not u.startswith(("file://", "http://127.0.0.1", "data:"))
-    ]
-    assert not outside, f"{page}: requests left the machine: {outside}"
-
-
 # ---------------------------------------------------------------- the site
 
 
@@ -348,7 +339,7 @@ def test_publish_without_results_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_changes_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
     browser.open((site_dir / "changes.html").as_uri())
-    _assert_clean(browser, "changes.html")
+    browser.assert_clean("changes.html")
     sections = browser.evaluate("document.querySelectorAll('section.pair').length")
     assert sections == COMMITS - 1
     assert browser.evaluate("document.querySelector('nav.bk-nav a.active').textContent") == "Changes"
@@ -369,7 +360,7 @@ def test_changes_page_in_browser(browser: Browser, site_dir: Path, shots: Path) 
 def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Path, shots: Path) -> None:
     commits = _main_commits(project)
     browser.open((site_dir / "operators.html").as_uri())
-    _assert_clean(browser, "operators.html")
+    browser.assert_clean("operators.html")
     visible = browser.evaluate("[...document.querySelectorAll('section.ops:not(.hidden)')].map(s => s.id)")
     assert visible == [f"ops-synthetic-{commits[-1][:8]}"]  # newest commit first
     headers = browser.evaluate(
@@ -406,12 +397,12 @@ def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Pat
     })()"""
     )
     assert medians == sorted(medians, reverse=True)
-    _assert_clean(browser, "operators.html#commit")
+    browser.assert_clean("operators.html#commit")
 
 
 def test_why_index_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
     browser.open((site_dir / "why.html").as_uri())
-    _assert_clean(browser, "why.html")
+    browser.assert_clean("why.html")
     assert browser.evaluate("document.querySelector('h1').textContent").startswith("Why")
     rows = browser.evaluate("document.querySelectorAll('tbody tr').length")
     changes = (site_dir / "changes.html").read_text().count("track_instructions]</a>")
@@ -424,7 +415,7 @@ def test_why_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> N
     first = re.search(r'<a href="(why/[0-9a-f]+\.html)">function diff</a>', index)
     assert first
     browser.open((site_dir / first.group(1)).as_uri())
-    _assert_clean(browser, first.group(1))
+    browser.assert_clean(first.group(1))
     assert browser.evaluate("document.querySelector('h1').textContent").startswith("Why: Synthetic/")
     groups = browser.evaluate(
         "[...document.querySelectorAll('table.groups tbody tr td:first-child')].map(td => td.textContent)"
@@ -443,7 +434,7 @@ def test_asv_pages_render_offline_with_benchkit_links(
         f"{base}/{pages.ASV_PAGE}",
         ready="document.querySelectorAll('.benchmark-container canvas').length > 3",
     )
-    _assert_clean(browser, f"{pages.ASV_PAGE} from {opened_from}")
+    browser.assert_clean(f"{pages.ASV_PAGE} from {opened_from}")
     assert not browser.evaluate("$('#error').is(':visible')")
     links = browser.evaluate("[...document.querySelectorAll('li.benchkit-nav a')].map(a => a.textContent)")
     assert links == [label for file, label in pages.PAGES if file != pages.ASV_PAGE]
@@ -456,7 +447,7 @@ def test_asv_pages_render_offline_with_benchkit_links(
         f"{base}/{html.unescape(href.group(1))}",
         ready="document.querySelector('#main-graph canvas.flot-base')",
     )
-    _assert_clean(browser, f"asv graph from {opened_from}")
+    browser.assert_clean(f"asv graph from {opened_from}")
     title = browser.evaluate("document.getElementById('title').textContent")
     assert "instruction_counts.Synthetic_op" in title
     assert not browser.evaluate("$('#error').is(':visible')")
@@ -535,11 +526,11 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     try:
         for page in ("changes.html", "why.html", "operators.html", "regressions.html"):
             browser.open((html_dir / page).as_uri())
-            _assert_clean(browser, page)
+            browser.assert_clean(page)
             browser.screenshot(shots / f"real-{page.replace('.html', '.png')}", full_page=True)
         for path in sorted((html_dir / "why").glob("*.html"))[:2]:
             browser.open(path.as_uri())
-            _assert_clean(browser, path.name)
+            browser.assert_clean(path.name)
             browser.screenshot(shots / f"real-why-{path.stem}.png", full_page=True)
     finally:
         browser.close()
@@ -621,7 +612,7 @@ def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> N
     browser = Browser()
     try:
         browser.open((html_dir / why.group(1)).as_uri())
-        _assert_clean(browser, why.group(1))
+        browser.assert_clean(why.group(1))
         browser.screenshot(shots / "real-profile-why.png", full_page=True)
     finally:
         browser.close()

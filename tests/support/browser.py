@@ -141,6 +141,14 @@ class Browser:
             if e.get("method") == "Network.requestWillBeSent"
         ]
 
+    def assert_clean(self, page: str) -> None:
+        """No console error, uncaught exception or failed load, and no request off this machine."""
+        errors = self.errors()
+        assert not errors, f"{page}: browser reported errors: {errors}"
+        local = ("file://", "http://127.0.0.1", "data:")
+        outside = [u for u in self.requested_urls() if not u.startswith(local)]
+        assert not outside, f"{page}: requests left the machine: {outside}"
+
     def screenshot(self, path: Path, full_page: bool = False) -> Path:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
