@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import importlib.util
 import json
 import os
 import re
+import struct
+import subprocess
+import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from asv.results import Results
 from asv.runner import BenchmarkResult
@@ -31,6 +37,7 @@ from benchkit.report.site import data as site_data
 from benchkit.report.site import landing, pages, render, synthetic
 from benchkit.report.site import publish as site_publish
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 COMMITS, BENCHMARKS, NEVER_RUN, FAILING = 6, 40, 30, 3
 
 
@@ -243,3 +250,44 @@ def test_front_door_in_browser(site: Site, shots: Path, opened_from: str) -> Non
             browser.assert_clean(f"old graph link from {opened_from}")
     finally:
         browser.close()
+
+
+def _indexed_png(data: bytes) -> np.ndarray:
+    """The pixels of an 8-bit palette PNG with unfiltered rows (what scripts/screenshot_site.py writes)."""
+    chunks, at = {}, 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        chunks.setdefault(data[at + 4 : at + 8], b"")
+        chunks[data[at + 4 : at + 8]] += data[at + 8 : at + 8 + length]
+        at += 12 + length
+    width, height, depth, colour = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, colour) == (8, 3)
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), np.uint8).reshape(height, width + 1)
+    assert not rows[:, 0].any()
+    return np.frombuffer(chunks[b"PLTE"], np.uint8).reshape(-1, 3)[rows[:, 1:]]
+
+
+def test_screenshot_script_makes_a_small_png_of_the_front_page(site: Site, tmp_path: Path) -> None:
+    out = tmp_path / "site.png"
+    script = REPO_ROOT / "scripts" / "screenshot_site.py"
+    run = subprocess.run([sys.executable, str(script), str(site.html), "--out", str(out)],
+                         capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert out.stat().st_size < 150_000 and f"{out}: 1200x800" in run.stdout
+    shot = _indexed_png(out.read_bytes())
+    assert shot.shape == (800, 1200, 3)
+    # The same page in Chromium over DevTools, decoded by the script's own reader: the two agree.
+    spec = importlib.util.spec_from_file_location("screenshot_site", script)
+    assert spec and spec.loader
+    screenshot_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(screenshot_site)
+    browser = Browser(width=1200, height=800)
+    try:
+        browser.open((site.html / "index.html").as_uri())
+        reference = screenshot_site.read_rgb(browser.screenshot(tmp_path / "reference.png").read_bytes())
+    finally:
+        browser.close()
+    difference = np.abs(shot.astype(int) - reference.astype(int))
+    assert difference.mean() < 1.0, difference.mean()
+    nav = np.array([0x24, 0x30, 0x3C])  # benchkit's bar (site.css), not asv's page
+    assert (shot[5:35, 300:1100] == nav).all(axis=2).mean() > 0.8
