@@ -103,6 +103,8 @@ def render_landing(
     steps = []
     for sec in step_sections:
         rows = [{**row, "metric": METRIC_WORDS.get(row["s"].metric, row["s"].metric)} for row in sec["rows"]]
+        # Newest first; at one commit, judged steps before the others, the largest first.
+        rows.sort(key=lambda r: (-r["s"].position, r["css"] == "notjudged", -abs(r["s"].change)))
         steps.append({**sec, "rows": rows[:LATEST_STEPS], "more": max(0, len(rows) - LATEST_STEPS)})
     return render_template(
         "index.html",
