@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchkit.report.site import data as site_data
-from benchkit.report.site import pages as site_pages
+from benchkit.report.site import render as site_render
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "box"
@@ -193,7 +193,7 @@ def test_regressions_take_the_selection_too(gate: Gate, tmp_path: Path) -> None:
 
 
 def test_changes_page_shows_numbers_lost_on_head(gate: Gate) -> None:
-    pages, _ = site_pages.render_pages(site_data.load_site_data(gate.config))
+    pages, _ = site_render.render_pages(site_data.load_site_data(gate.config))
     text = pages["changes.html"]
     pretty = html.escape("<b>A</b> & co")
     assert "<b>A</b>" not in text and pretty in text

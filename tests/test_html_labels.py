@@ -61,7 +61,7 @@ def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> 
     assert "&lt;b&gt;bold&lt;/b&gt;" in info["code"] and "<b>" in html.unescape(info["code"])
     # benchkit's own pages never hold the raw markup.
     for page in site.glob("*.html"):
-        if page.name != "index.html":  # asv's page loads its data as JSON
+        if page.name != pages.ASV_PAGE:  # asv's page loads its data as JSON
             assert EVIL not in page.read_text(), page.name
 
     handler = functools.partial(QuietHandler, directory=str(site))
@@ -70,10 +70,13 @@ def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> 
     browser = Browser()
     try:
         base = f"http://127.0.0.1:{httpd.server_address[1]}"
-        pages = {
-            "summary grid": (f"{base}/index.html", "document.querySelectorAll('.benchmark-text').length > 0"),
+        views = {
+            "summary grid": (
+                f"{base}/{pages.ASV_PAGE}",
+                "document.querySelectorAll('.benchmark-text').length > 0",
+            ),
             "graph tree": (
-                f"{base}/index.html#{name}",
+                f"{base}/{pages.ASV_PAGE}#{name}",
                 "document.querySelector('#main-graph canvas.flot-base')",
             ),
             **{
@@ -81,11 +84,11 @@ def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> 
                 for p in site.glob("*.html")
             },
         }
-        for page, (url, ready) in pages.items():
+        for page, (url, ready) in views.items():
             browser.open(url, ready=ready)
             assert browser.evaluate("window.__pwned === undefined"), f"{page}: the label ran script"
             assert browser.evaluate("document.querySelectorAll('img[src=\"x\"]').length") == 0, page
-        browser.open(pages["summary grid"][0], ready=pages["summary grid"][1])
+        browser.open(views["summary grid"][0], ready=views["summary grid"][1])
         shown = browser.evaluate("[...document.querySelectorAll('.benchmark-text')].map(e => e.textContent)")
         assert any("img src=x onerror" in text for text in shown), shown
     finally:

@@ -12,9 +12,7 @@ else to the test's temporary folder.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import html
-import http.server
 import itertools
 import json
 import os
@@ -22,12 +20,11 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.browser import Browser, QuietHandler
+from support.browser import Browser, serve
 from support.scratch import module_dir
 
 from benchkit import cli, names
@@ -68,30 +65,14 @@ def browser() -> Iterator[Browser]:
 @pytest.fixture(scope="module")
 def server(site_dir: Path) -> Iterator[str]:
     """A static server on the loopback address: asv's own pages load their JSON with XHR."""
-    handler = functools.partial(QuietHandler, directory=str(site_dir))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(site_dir) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     chosen = os.environ.get("BENCHKIT_SCREENSHOT_DIR")
     return Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
-
-
-def _assert_clean(browser: Browser, page: str) -> None:
-    errors = browser.errors()
-    assert not errors, f"{page}: browser reported errors: {errors}"
-    outside = [
-        u for u in browser.requested_urls() if not u.startswith(("file://", "http://127.0.0.1", "data:"))
-    ]
-    assert not outside, f"{page}: requests left the machine: {outside}"
 
 
 # ---------------------------------------------------------------- the site
@@ -128,14 +109,19 @@ def _main_commits(project: Path) -> list[str]:
 
 
 def test_publish_writes_asv_site_and_benchkit_pages(site_dir: Path) -> None:
-    for page in ("index.html", "index.json", "changes.html", "why.html", "operators.html"):
+    for page in ("index.html", "graphs.html", "index.json", "changes.html", "why.html", "operators.html"):
         assert (site_dir / page).is_file(), page
     assert (site_dir / "README.md").read_text() == "kept\n"  # asv publish wipes the folder; we keep it
-    index = (site_dir / "index.html").read_text()
+    assert '<h2 id="latest">Latest builds</h2>' in (site_dir / "index.html").read_text()
+    asv_page = (site_dir / pages.ASV_PAGE).read_text()
+    assert 'src="asv.js"' in asv_page
     for file, label in pages.PAGES:
-        assert f'<a href="{file}">{label}</a>' in index
-    assert not re.search(r"<script[^>]+src=\"https?://", index), "asv's page still loads scripts from a CDN"
-    assert not re.search(r"<link[^>]+href=\"https?://", index)
+        if file != pages.ASV_PAGE:
+            assert f'<li class="benchkit-nav"><a href="{file}">{label}</a></li>' in asv_page
+    assert not re.search(r"<script[^>]+src=\"https?://", asv_page), (
+        "asv's page still loads scripts from a CDN"
+    )
+    assert not re.search(r"<link[^>]+href=\"https?://", asv_page)
     for vendored in site_publish.VENDORED.values():
         assert (site_dir / "vendor" / vendored).is_file(), vendored
     # A web server running as another user can read every page.
@@ -156,7 +142,7 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
         assert anchor in text
         section = text[text.index(anchor) :].split("</section>", 1)[0]
         titles = {
-            html.unescape(t) for t in re.findall(r'<a href="index\.html#[^"]+" title="([^"]+)"', section)
+            html.unescape(t) for t in re.findall(r'<a href="graphs\.html#[^"]+" title="([^"]+)"', section)
         }
         assert titles == flagged, (base[:8], head[:8])
     assert flagged_total > 5, "the synthetic history should change often"
@@ -165,7 +151,7 @@ def test_changes_page_lists_exactly_what_benchkit_check_flags(site_dir: Path, pr
     assert "Instruction counts (" in text and "Wall time (" in text
     assert "Operator ratios and other tracked values (" in text
     assert re.search(r'href="https://github\.com/pytorch/pytorch/commit/[0-9a-f]{40}"', text)
-    graph = r"index\.html#instruction_counts\.Synthetic_op\w+\.\w+\?machine=synthetic&amp;branch=main&amp;"
+    graph = r"graphs\.html#instruction_counts\.Synthetic_op\w+\.\w+\?machine=synthetic&amp;branch=main&amp;"
     assert re.search(graph + r"commits=[0-9a-f]{8}-[0-9a-f]{8}", text)
 
 
@@ -188,7 +174,7 @@ def test_regressions_page_lists_every_history_step_escaped(
     assert len(steps) > 5, "the synthetic history should step often"
     # Every row: the label `benchkit regressions` gave that step, beside its benchmark. (The
     # page's lead text names every label, so finding a label anywhere in the page proves nothing.)
-    rows = re.findall(r'<td class="label" title="[^"]*">([^<]*)</td><td><a href="index\.html#[^"]+" '
+    rows = re.findall(r'<td class="label" title="[^"]*">([^<]*)</td><td><a href="graphs\.html#[^"]+" '
                       r'title="([^"]+)"', text)  # fmt: skip
     shown = sorted((html.unescape(name), html.unescape(label)) for label, name in rows)
     assert shown == sorted((step["name"], step["shown_label"]) for step in found)
@@ -198,7 +184,7 @@ def test_regressions_page_lists_every_history_step_escaped(
     name = steps[0]
     info = dataclasses.replace(data.benchmarks[name], pretty="<script>alert(1)</script>")
     hostile = dataclasses.replace(data, benchmarks={**data.benchmarks, name: info})
-    page = pages.render_regressions(hostile)
+    page = pages.render_regressions(hostile, pages.regression_sections(hostile))
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
@@ -353,7 +339,7 @@ def test_publish_without_results_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_changes_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
     browser.open((site_dir / "changes.html").as_uri())
-    _assert_clean(browser, "changes.html")
+    browser.assert_clean("changes.html")
     sections = browser.evaluate("document.querySelectorAll('section.pair').length")
     assert sections == COMMITS - 1
     assert browser.evaluate("document.querySelector('nav.bk-nav a.active').textContent") == "Changes"
@@ -374,7 +360,7 @@ def test_changes_page_in_browser(browser: Browser, site_dir: Path, shots: Path) 
 def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Path, shots: Path) -> None:
     commits = _main_commits(project)
     browser.open((site_dir / "operators.html").as_uri())
-    _assert_clean(browser, "operators.html")
+    browser.assert_clean("operators.html")
     visible = browser.evaluate("[...document.querySelectorAll('section.ops:not(.hidden)')].map(s => s.id)")
     assert visible == [f"ops-synthetic-{commits[-1][:8]}"]  # newest commit first
     headers = browser.evaluate(
@@ -411,12 +397,12 @@ def test_operator_page_in_browser(browser: Browser, site_dir: Path, project: Pat
     })()"""
     )
     assert medians == sorted(medians, reverse=True)
-    _assert_clean(browser, "operators.html#commit")
+    browser.assert_clean("operators.html#commit")
 
 
 def test_why_index_in_browser(browser: Browser, site_dir: Path, shots: Path) -> None:
     browser.open((site_dir / "why.html").as_uri())
-    _assert_clean(browser, "why.html")
+    browser.assert_clean("why.html")
     assert browser.evaluate("document.querySelector('h1').textContent").startswith("Why")
     rows = browser.evaluate("document.querySelectorAll('tbody tr').length")
     changes = (site_dir / "changes.html").read_text().count("track_instructions]</a>")
@@ -429,7 +415,7 @@ def test_why_page_in_browser(browser: Browser, site_dir: Path, shots: Path) -> N
     first = re.search(r'<a href="(why/[0-9a-f]+\.html)">function diff</a>', index)
     assert first
     browser.open((site_dir / first.group(1)).as_uri())
-    _assert_clean(browser, first.group(1))
+    browser.assert_clean(first.group(1))
     assert browser.evaluate("document.querySelector('h1').textContent").startswith("Why: Synthetic/")
     groups = browser.evaluate(
         "[...document.querySelectorAll('table.groups tbody tr td:first-child')].map(td => td.textContent)"
@@ -445,22 +431,23 @@ def test_asv_pages_render_offline_with_benchkit_links(
 ) -> None:
     base = server if opened_from == "static server" else site_dir.as_uri()
     browser.open(
-        f"{base}/index.html", ready="document.querySelectorAll('.benchmark-container canvas').length > 3"
+        f"{base}/{pages.ASV_PAGE}",
+        ready="document.querySelectorAll('.benchmark-container canvas').length > 3",
     )
-    _assert_clean(browser, f"index.html from {opened_from}")
+    browser.assert_clean(f"{pages.ASV_PAGE} from {opened_from}")
     assert not browser.evaluate("$('#error').is(':visible')")
     links = browser.evaluate("[...document.querySelectorAll('li.benchkit-nav a')].map(a => a.textContent)")
-    assert links == [label for _, label in pages.PAGES]
+    assert links == [label for file, label in pages.PAGES if file != pages.ASV_PAGE]
     browser.screenshot(shots / f"asv-index-{opened_from.split()[-1]}.png")
     # A graph link taken from the changes page opens asv's graph of that benchmark.
     changes = (site_dir / "changes.html").read_text()
-    href = re.search(r'<a href="(index\.html#instruction_counts[^"]+)"', changes)
+    href = re.search(r'<a href="(graphs\.html#instruction_counts[^"]+)"', changes)
     assert href
     browser.open(
         f"{base}/{html.unescape(href.group(1))}",
         ready="document.querySelector('#main-graph canvas.flot-base')",
     )
-    _assert_clean(browser, f"asv graph from {opened_from}")
+    browser.assert_clean(f"asv graph from {opened_from}")
     title = browser.evaluate("document.getElementById('title').textContent")
     assert "instruction_counts.Synthetic_op" in title
     assert not browser.evaluate("$('#error').is(':visible')")
@@ -539,11 +526,11 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     try:
         for page in ("changes.html", "why.html", "operators.html", "regressions.html"):
             browser.open((html_dir / page).as_uri())
-            _assert_clean(browser, page)
+            browser.assert_clean(page)
             browser.screenshot(shots / f"real-{page.replace('.html', '.png')}", full_page=True)
         for path in sorted((html_dir / "why").glob("*.html"))[:2]:
             browser.open(path.as_uri())
-            _assert_clean(browser, path.name)
+            browser.assert_clean(path.name)
             browser.screenshot(shots / f"real-why-{path.stem}.png", full_page=True)
     finally:
         browser.close()
@@ -625,7 +612,7 @@ def test_why_page_from_real_callgrind_profiles(tmp_path: Path, shots: Path) -> N
     browser = Browser()
     try:
         browser.open((html_dir / why.group(1)).as_uri())
-        _assert_clean(browser, why.group(1))
+        browser.assert_clean(why.group(1))
         browser.screenshot(shots / "real-profile-why.png", full_page=True)
     finally:
         browser.close()

@@ -4,13 +4,17 @@ and a quiet static file handler to serve a published site to it on the loopback 
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import http.server
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +141,14 @@ class Browser:
             if e.get("method") == "Network.requestWillBeSent"
         ]
 
+    def assert_clean(self, page: str) -> None:
+        """No console error, uncaught exception or failed load, and no request off this machine."""
+        errors = self.errors()
+        assert not errors, f"{page}: browser reported errors: {errors}"
+        local = ("file://", "http://127.0.0.1", "data:")
+        outside = [u for u in self.requested_urls() if not u.startswith(local)]
+        assert not outside, f"{page}: requests left the machine: {outside}"
+
     def screenshot(self, path: Path, full_page: bool = False) -> Path:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
@@ -166,3 +178,17 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+@contextlib.contextmanager
+def serve(directory: Path) -> Iterator[str]:
+    """A static server of `directory` on the loopback address; yields its base URL."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -113,6 +113,36 @@ class SiteData:
     project_dir: Path | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class SuiteCoverage:
+    """Which of the suite's benchmarks (benchmarks.json, parameters not unrolled) the history
+    holds numbers for, at any build of any machine."""
+
+    listed: int
+    with_numbers: int
+    no_number: tuple[str, ...]  # results at some build, but failed or skipped at every one
+    never_run: tuple[str, ...]  # no result at any build (e.g. left out by `asv run -b ...`)
+
+
+def suite_coverage(data: SiteData) -> SuiteCoverage:
+    listed = {info.key for info in data.benchmarks.values()}
+    ran: set[str] = set()
+    numbered: set[str] = set()
+    for found in data.results.values():
+        for (name, _env), measurement in found.measurements.items():
+            info = data.benchmarks.get(name)
+            key = info.key if info else name.partition("(")[0]  # asv unrolls as key(params)
+            ran.add(key)
+            if measurement.has_number:
+                numbered.add(key)
+    return SuiteCoverage(
+        listed=len(listed),
+        with_numbers=len(listed & numbered),
+        no_number=tuple(sorted((listed & ran) - numbered)),
+        never_run=tuple(sorted(listed - ran)),
+    )
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 

@@ -23,6 +23,7 @@ from benchkit.names import BenchmarkName, Metric, MetricKind, benchmark_key, rea
 from benchkit.report import changepoints, check
 from benchkit.report.check_types import Comparison
 from benchkit.report.site.data import (
+    LISTED_ORDER,
     BenchmarkInfo,
     Build,
     OperatorRow,
@@ -31,18 +32,21 @@ from benchkit.report.site.data import (
     history_commits,
     machine_history,
     operator_rows,
-    pair_changes,
     slug,
 )
-from benchkit.report.site.explain import GROUP_ORDER, Explanation, ProfileStore, explain, function_group
+from benchkit.report.site.explain import GROUP_ORDER, Explanation, function_group
 from benchkit.util import content_key
 
-# Our pages, in nav order: (file, label). asv's own page is index.html.
+# asv's page (grid, list and one graph per benchmark), moved from index.html: ours is the front page.
+ASV_PAGE = "graphs.html"
+# The site's navigation, in order: (file, label).
 PAGES = (
+    ("index.html", "Overview"),
     ("changes.html", "Changes"),
     ("regressions.html", "Regressions"),
     ("why.html", "Why"),
     ("operators.html", "Operators"),
+    (ASV_PAGE, "Graphs"),
 )
 METRIC_HEADINGS = {
     MetricKind.INSTRUCTIONS: "Instruction counts",
@@ -79,21 +83,28 @@ def _environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["breakable"] = breakable
-    env.globals.update(upstream_url=_upstream_url, utc=_utc, pages=PAGES, damaged=())
+    env.globals.update(upstream_url=_upstream_url, utc=_utc, pages=PAGES, asv_page=ASV_PAGE, damaged=())
     return env
 
 
-def _render(template: str, title: str, active: str, depth: int = 0, **values: Any) -> str:
+def render_template(template: str, title: str, active: str, depth: int = 0, **values: Any) -> str:
+    """A page from its template; `active`: its file, marked in the navigation; `depth`: how many
+    folders below the site's root it lies."""
     return (
         _environment().get_template(template).render(title=title, active=active, up="../" * depth, **values)
     )
+
+
+def mark_damaged(data: SiteData) -> None:
+    """Every page names the results files --skip-damaged left out."""
+    _environment().globals["damaged"] = [f.describe(data.project_dir) for f in data.damaged]
 
 
 # -------------------------------------------------------------- formatting
 
 
 def graph_url(info: BenchmarkInfo | None, name: str, machine: str, branch: str, pair: PairChanges) -> str:
-    """asv's URL of a benchmark's graph: ``index.html#<name>?machine=..&p-<param>=..&commits=a-b``."""
+    """asv's URL of a benchmark's graph: ``graphs.html#<name>?machine=..&p-<param>=..&commits=a-b``."""
     return commits_graph_url(info, name, machine, branch, f"{pair.base.short}-{pair.head.short}")
 
 
@@ -104,7 +115,7 @@ def commits_graph_url(info: BenchmarkInfo | None, name: str, machine: str, branc
         query += [(f"p-{n}", v) for n, v in zip(info.param_names, info.params, strict=True)]
     query.append(("commits", commits))
     encoded = "&".join(f"{urllib.parse.quote(k, safe='')}={urllib.parse.quote(v, safe='')}" for k, v in query)
-    return f"index.html#{urllib.parse.quote(key, safe='')}?{encoded}"
+    return f"{ASV_PAGE}#{urllib.parse.quote(key, safe='')}?{encoded}"
 
 
 def why_file(pair: PairChanges, name: str) -> str:
@@ -156,7 +167,7 @@ def _pretty(data: SiteData, name: str) -> str:
 # -------------------------------------------------------------- changes
 
 
-def _change_row(c: Comparison, data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict[str, Any]:
+def change_row(c: Comparison, data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict[str, Any]:
     return {
         "c": c,
         "css": slug(c.status),
@@ -173,13 +184,19 @@ def _change_row(c: Comparison, data: SiteData, pair: PairChanges, why: Mapping[s
     }
 
 
-def _pair_view(data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict[str, Any]:
+def _status_order(count: tuple[str, int]) -> int:
+    return LISTED_ORDER.index(count[0]) if count[0] in LISTED_ORDER else len(LISTED_ORDER)
+
+
+def pair_view(data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for c in pair.changes:
         counts[c.status] = counts.get(c.status, 0) + 1
-        by_metric.setdefault(c.metric, []).append(_change_row(c, data, pair, why))
-    summary = ", ".join(check.count_phrase(n, s) for s, n in [*counts.items(), *pair.uncertain])
+        by_metric.setdefault(c.metric, []).append(change_row(c, data, pair, why))
+    # The uncertain are counted whole (listed or not), once.
+    listed = sorted(((s, n) for s, n in counts.items() if s not in dict(pair.uncertain)), key=_status_order)
+    summary = ", ".join(check.count_phrase(n, s) for s, n in [*listed, *pair.uncertain])
     return {
         "pair": pair,
         "summary": summary or ("nothing flagged" if pair.problems else "no change beyond thresholds"),
@@ -201,18 +218,21 @@ def render_changes(
             "branch": branch,
             "changed": sum(1 for p in group if p.changes),
             # newest first
-            "pairs": [_pair_view(data, p, why_pages.get(p.anchor, {})) for p in reversed(group)],
+            "pairs": [pair_view(data, p, why_pages.get(p.anchor, {})) for p in reversed(group)],
         }
         for (machine, branch), group in grouped.items()
     ]
-    return _render("changes.html", "Changes", "changes.html", groups=groups, config_source=data.config.source)
+    return render_template(
+        "changes.html", "Changes", "changes.html", groups=groups, config_source=data.config.source
+    )
 
 
 # -------------------------------------------------------------- regressions
 
 
-def render_regressions(data: SiteData) -> str:
-    """Steps over each machine's whole history (`benchkit.report.changepoints`)."""
+def regression_sections(data: SiteData) -> list[dict[str, Any]]:
+    """Per machine, the steps over its whole history (`benchkit.report.changepoints`), newest
+    first, as the regressions page and the front page show them."""
     units = {info.key: info.unit for info in data.benchmarks.values()}
     metric_of = check.metric_judge(units, data.config)
     sections = []
@@ -263,7 +283,11 @@ def render_regressions(data: SiteData) -> str:
         sections.append(
             {"machine": machine, "commits": len(history), "rows": rows, "shifted": shifted, "legend": legend}
         )
-    return _render(
+    return sections
+
+
+def render_regressions(data: SiteData, sections: Sequence[dict[str, Any]]) -> str:
+    return render_template(
         "regressions.html",
         "Regressions",
         "regressions.html",
@@ -345,7 +369,7 @@ def render_why(data: SiteData, pair: PairChanges, c: Comparison, why: Explanatio
         groups=groups,
         functions=functions,
     )
-    return _render("why.html", f"Why: {pretty}", "why.html", depth=1, **values)
+    return render_template("why.html", f"Why: {pretty}", "why.html", depth=1, **values)
 
 
 def render_why_index(
@@ -367,7 +391,7 @@ def render_why_index(
                     }
                 )
     missing = sum(1 for row in rows if row["page"] is None)
-    return _render(
+    return render_template(
         "why_index.html", "Why did instruction counts change?", "why.html", rows=rows, missing=missing
     )
 
@@ -451,39 +475,10 @@ def render_operators(data: SiteData) -> str:
             anchor = slug(f"ops-{machine}-{build.short}")
             sections.append({"anchor": anchor, "machine": machine, "build": build, "rows": view_rows})
     sections.reverse()  # newest first
-    return _render(
+    return render_template(
         "operators.html",
         "Operators: TorchInductor speedups",
         "operators.html",
         sections=sections,
         symbols=symbols,
     )
-
-
-# -------------------------------------------------------------- all pages
-
-
-def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
-    """benchkit's pages as {path in the site: HTML}, and how many of each there are."""
-    # Every page says which results files --skip-damaged left out.
-    _environment().globals["damaged"] = [f.describe(data.project_dir) for f in data.damaged]
-    pairs = pair_changes(data)
-    pages: dict[str, str] = {}
-    why_pages: dict[str, dict[str, str]] = {}
-    store = ProfileStore(data.conf.results_dir)
-    for pair in pairs:
-        for c in pair.changes:
-            if c.metric != MetricKind.INSTRUCTIONS:
-                continue
-            why = explain(store, pair, c)
-            if why is None:
-                continue
-            path = why_file(pair, c.name)
-            pages[path] = render_why(data, pair, c, why)
-            why_pages.setdefault(pair.anchor, {})[c.name] = path
-    counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
-    pages["changes.html"] = render_changes(data, pairs, why_pages)
-    pages["why.html"] = render_why_index(data, pairs, why_pages)
-    pages["regressions.html"] = render_regressions(data)
-    pages["operators.html"] = render_operators(data)
-    return pages, counts

@@ -1,5 +1,6 @@
-"""Publishing: `asv publish` into the html folder, benchkit's pages beside it, asv's
-CDN assets pointed at local copies, and a ``file://`` transport for asv's JSON."""
+"""Publishing: `asv publish` into the html folder, its page moved aside (`pages.ASV_PAGE`) for
+benchkit's front page, benchkit's pages beside it, asv's CDN assets pointed at local copies,
+its grid rid of benchmarks without results, and a ``file://`` transport for asv's JSON."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from typing import Any
 from benchkit.errors import UserError
 from benchkit.history.lock import job_lock
 from benchkit.history.results.read import LoadedResults, load_asv_config
-from benchkit.report.site.data import load_site_data, log
-from benchkit.report.site.pages import PAGES, render_pages
+from benchkit.report.site.data import SuiteCoverage, load_site_data, log, suite_coverage
+from benchkit.report.site.pages import ASV_PAGE, PAGES
+from benchkit.report.site.render import render_pages
 from benchkit.util import atomic_write_text
 
 ASSETS_DIR = Path(__file__).with_name("assets")
@@ -86,38 +88,80 @@ def enable_file_access(html_dir: Path) -> int:
             b"benchkitJson(" + relative.encode() + b"," + path.read_bytes() + b");\n"
         )
         count += 1
-    index = html_dir / "index.html"
-    text = index.read_text()
+    page = html_dir / ASV_PAGE
+    text = page.read_text()
     shim = '<script src="benchkit/asv_file_shim.js"></script>\n'
     if shim in text:
         return count
     at = re.search(r"<script[^>]*\bsrc=\"asv\.js\"", text)
     if at is None:
-        log("warning: asv's index.html does not load asv.js where expected; its pages need a server")
+        log("warning: asv's page does not load asv.js where expected; its graphs need a server")
         return count
-    write_public(index, text[: at.start()] + shim + text[at.start() :])
+    write_public(page, text[: at.start()] + shim + text[at.start() :])
     return count
 
 
-_ASV_NAV_ANCHOR = '<li id="nav-li-regressions">'
+def move_asv_page(html_dir: Path) -> None:
+    """asv's index.html becomes `ASV_PAGE`: benchkit's front page takes its place. asv's scripts
+    find their data relative to the page's folder and route by the URL's hash, so they work there."""
+    index = html_dir / "index.html"
+    if not index.is_file():
+        raise UserError(f"`asv publish` wrote no index.html into {html_dir}")
+    os.rename(index, html_dir / ASV_PAGE)
+
+
+_ASV_GRID_ITEM = re.compile(r'<li id="nav-li-"[^>]*><a href="#/">Benchmark grid</a></li>')
+_ASV_REGRESSIONS_ITEM = re.compile(r'\s*<li id="nav-li-regressions">.*?</li>', re.S)
 
 
 def link_from_asv(html_dir: Path) -> bool:
-    """Add our pages to asv's navigation bar (after "Regressions"); False if asv's page changed shape."""
-    index = html_dir / "index.html"
-    text = index.read_text()
-    items = "".join(f'<li class="benchkit-nav"><a href="{f}">{label}</a></li>' for f, label in PAGES)
-    at = text.find(_ASV_NAV_ANCHOR)
-    if at < 0:
+    """asv's navigation bar: benchkit's pages first, then asv's grid under benchkit's name for it
+    ("Graphs") and its list; asv's "Regressions" tab leaves the bar, as benchkit's replaces it (its
+    view stays at ``#/regressions``). False if asv's bar changed shape (a banner is added instead)."""
+    page = html_dir / ASV_PAGE
+    text = page.read_text()
+    ours = [(f, label) for f, label in PAGES if f != ASV_PAGE]
+    items = "".join(f'<li class="benchkit-nav"><a href="{f}">{label}</a></li>' for f, label in ours)
+    grid = _ASV_GRID_ITEM.search(text)
+    if grid is None:
         banner = f'<div class="benchkit-nav">benchkit: <ul>{items}</ul></div>'
-        new = text.replace("<body>", f"<body>{banner}", 1)
-        found = False
-    else:
-        end = text.index("</li>", at) + len("</li>")
-        new = text[:end] + items + text[end:]
-        found = True
-    write_public(index, new)
-    return found
+        write_public(page, text.replace("<body>", f"<body>{banner}", 1))
+        return False
+    renamed = grid.group(0).replace(">Benchmark grid<", f">{dict(PAGES)[ASV_PAGE]}<")
+    new = text[: grid.start()] + items + renamed + text[grid.end() :]
+    write_public(page, _ASV_REGRESSIONS_ITEM.sub("", new, count=1))
+    return True
+
+
+def _css_string(text: str) -> str:
+    """`text` inside a double-quoted CSS string: anything but letters, digits and ``._-`` escaped."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else f"\\{ord(c):x} " for c in text)
+
+
+def trim_asv_grid(html_dir: Path, coverage: SuiteCoverage) -> None:
+    """asv lists every benchmark of benchmarks.json, measured or not (after ``asv run -b X``, the
+    whole suite as empty boxes): leave out those with no result at any build, grey those that
+    only failed or were skipped. The front page counts and names both."""
+    index = html_dir / "index.json"
+    listing = json.loads(index.read_text())
+    benchmarks = listing.get("benchmarks", {})
+    left_out = [key for key in coverage.never_run if key in benchmarks]
+    for key in left_out:
+        del benchmarks[key]
+    if left_out:
+        write_public(index, json.dumps(listing, separators=(",", ":")))
+    if not coverage.no_number:
+        return
+    page = html_dir / ASV_PAGE
+    selectors = ",\n".join(
+        f'#summarygrid-display a.benchmark-container[href="#{_css_string(key)}"]'
+        for key in coverage.no_number
+    )
+    rule = f"{selectors} {{ opacity: .35; filter: grayscale(1); }}"
+    text = page.read_text()
+    write_public(
+        page, text.replace("</head>", f'<style id="benchkit-no-numbers">\n{rule}\n</style>\n</head>', 1)
+    )
 
 
 # ------------------------------------------------------------------ publish
@@ -247,17 +291,19 @@ def _publish_into(
     asv_s = time.perf_counter() - started
     if kept_readme is not None:
         (building / "README.md").write_bytes(kept_readme)
+    move_asv_page(building)
     write_pages(pages, building)
     left = localize_asv_assets(building)
     if left:
         log("warning: asv's pages still load from the network: " + ", ".join(left))
     if not link_from_asv(building):
-        log("warning: asv's index.html has no navigation bar where expected; added a banner instead")
+        log(f"warning: asv's {ASV_PAGE} has no navigation bar where expected; added a banner instead")
+    trim_asv_grid(building, suite_coverage(data))
     enable_file_access(building)
     total = time.perf_counter() - started
     log(
         f"pages rendered in {rendered_s:.1f} s while asv published ({asv_s:.1f} s), written in "
         f"{total - asv_s:.1f} s: "
         + ", ".join(f"{n} {what}" for what, n in counts.items())
-        + f" -> {target / 'changes.html'}"
+        + f" -> {target / 'index.html'}"
     )

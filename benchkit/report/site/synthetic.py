@@ -271,3 +271,32 @@ def make_project(
     conf_path = root / "asv.conf.json"
     conf_path.write_text(json.dumps(conf, indent=1))
     return conf_path
+
+
+def add_empty_benchmarks(conf_path: Path, never_run: int, failing: int) -> tuple[list[str], list[str]]:
+    """Benchmarks of the suite without numbers, as after ``asv run -b X`` (benchmarks.json lists
+    the whole suite) or a case that fails at every build: `never_run` with no result at any
+    build, `failing` recorded as failed at every build. Returns both lists of names."""
+    results_dir = conf_path.parent / "results"
+    listing = results_dir / "benchmarks.json"
+    specs = json.loads(listing.read_text())
+    made: dict[str, list[str]] = {"never": [], "failing": []}
+    for kind, count in (("never", never_run), ("failing", failing)):
+        for i in range(count):
+            label = f"Empty/{kind}{i:03d}"
+            key = _case_key(label)
+            case = asv_class_name([*label.split("/"), "PYTHON", "EAGER", "FORWARD", "t1"], key)
+            name = str(BenchmarkName.build(Metric.INSTRUCTIONS, case))
+            specs[name] = _benchmark(name, Metric.INSTRUCTIONS.unit, pretty_name(key, Metric.INSTRUCTIONS))
+            made[kind].append(name)
+    specs.pop("version", None)
+    asv_util.write_json(str(listing), specs, api_version=2)
+    failed = BenchmarkResult(result=[None], samples=[None], number=[None], errcode=1, stderr="", profile=None)
+    for path in sorted((results_dir / MACHINE).glob("*.json")):
+        if path.name == "machine.json":
+            continue
+        run = Results.load(str(path))
+        for name in made["failing"]:
+            run.add_result(specs[name], failed, record_samples=True)
+        run.save(str(results_dir))
+    return made["never"], made["failing"]

@@ -44,7 +44,21 @@ function showOperatorCommit(anchor) {
   if (picker) picker.value = shown.id;
 }
 
+// The front page took index.html from asv: a link made for asv's page (index.html#<benchmark>?...,
+// index.html#/summarylist) names no anchor here, and goes on to asv's page with its hash.
+function forwardAsvHash() {
+  const asvPage = document.body.dataset.asvHashes;
+  const hash = window.location.hash;
+  if (!asvPage || hash.length < 2) return false;
+  let anchor = hash.slice(1);
+  try { anchor = decodeURIComponent(anchor); } catch (e) { /* keep it as written */ }
+  if (document.getElementById(anchor)) return false;
+  window.location.replace(asvPage + hash);
+  return true;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  if (forwardAsvHash()) return;
   document.querySelectorAll("table.sortable").forEach(makeSortable);
   const picker = document.getElementById("op-commit");
   if (picker) {

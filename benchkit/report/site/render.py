@@ -1,0 +1,46 @@
+"""Every page of benchkit's part of the site, rendered from one `SiteData`: the front page
+(`landing`), changes, regressions, why and operators (`pages`)."""
+
+from __future__ import annotations
+
+from benchkit.names import MetricKind
+from benchkit.report.site.data import SiteData, pair_changes
+from benchkit.report.site.explain import ProfileStore, explain
+from benchkit.report.site.landing import render_landing
+from benchkit.report.site.pages import (
+    mark_damaged,
+    regression_sections,
+    render_changes,
+    render_operators,
+    render_regressions,
+    render_why,
+    render_why_index,
+    why_file,
+)
+
+
+def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
+    """benchkit's pages as {path in the site: HTML}, and how many of each there are."""
+    mark_damaged(data)
+    pairs = pair_changes(data)
+    pages: dict[str, str] = {}
+    why_pages: dict[str, dict[str, str]] = {}
+    store = ProfileStore(data.conf.results_dir)
+    for pair in pairs:
+        for c in pair.changes:
+            if c.metric != MetricKind.INSTRUCTIONS:
+                continue
+            why = explain(store, pair, c)
+            if why is None:
+                continue
+            path = why_file(pair, c.name)
+            pages[path] = render_why(data, pair, c, why)
+            why_pages.setdefault(pair.anchor, {})[c.name] = path
+    counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
+    steps = regression_sections(data)
+    pages["index.html"] = render_landing(data, pairs, why_pages, steps)
+    pages["changes.html"] = render_changes(data, pairs, why_pages)
+    pages["why.html"] = render_why_index(data, pairs, why_pages)
+    pages["regressions.html"] = render_regressions(data, steps)
+    pages["operators.html"] = render_operators(data)
+    return pages, counts
