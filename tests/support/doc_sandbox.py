@@ -43,6 +43,14 @@ from .wheels import make_fake_torch_wheel
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MACHINE = "box"
+MACHINE_INFO = {
+    "machine": MACHINE,
+    "arch": "x86_64",
+    "cpu": "sandbox",
+    "os": "Linux",
+    "ram": "8GB",
+    "num_cpu": "2",
+}
 ENV = "virtualenv-py3.11-numpy-tqdm"
 ROUNDS, REPEAT = 12, 3  # the suite's time_wall: 12 asv rounds of 3 samples
 BUILDS = 8
@@ -233,15 +241,7 @@ def _results(root: Path, builds: list[tuple[str, str, int, dt.datetime]]) -> Non
         folder = {("main", BUILDS - 1): "base", ("my-pr", BUILDS): "head"}.get((branch, index))
         if folder:
             profiles.save_profile(root / folder / "counts.json.gz", batch)
-    machine = {
-        "machine": MACHINE,
-        "arch": "x86_64",
-        "cpu": "sandbox",
-        "os": "Linux",
-        "ram": "8GB",
-        "num_cpu": "2",
-    }
-    asv_util.write_json(str(results / MACHINE / "machine.json"), machine, api_version=1)
+    asv_util.write_json(str(results / MACHINE / "machine.json"), MACHINE_INFO, api_version=1)
     asv_util.write_json(str(results / "benchmarks.json"), specs, api_version=2)
 
 
@@ -262,15 +262,7 @@ def make_sandbox(root: Path, files: dict[str, str] | None = None) -> Path:
         make_fake_torch_wheel(root / folder, git_version, version, date_time=(2026, 4, day, 0, 0, 0))
     home = root / "home"
     home.mkdir()
-    machine = {
-        "machine": MACHINE,
-        "arch": "x86_64",
-        "cpu": "sandbox",
-        "os": "Linux",
-        "ram": "8GB",
-        "num_cpu": "2",
-    }
-    (home / ".asv-machine.json").write_text(json.dumps({MACHINE: machine, "version": 1}))
+    (home / ".asv-machine.json").write_text(json.dumps({MACHINE: MACHINE_INFO, "version": 1}))
     for name, text in (files or {}).items():
         (root / name).write_text(text)
     return root
