@@ -109,7 +109,7 @@ def asv_records(results_dir: Path) -> dict[str, dict[str, Any]]:
     return builds
 
 
-def run_once(ref: str, label: str, main_args: list[str]) -> dict[str, Any]:
+def run_once(ref: str, label: str, main_args: list[str], keep_html: Path | None = None) -> dict[str, Any]:
     commit = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -133,6 +133,9 @@ def run_once(ref: str, label: str, main_args: list[str]) -> dict[str, Any]:
             sys.stderr.write(log[-4000:])
             raise
         builds = asv_records(work / "benchkit" / ".asv" / "results")
+        if keep_html is not None:  # e.g. for scripts/screenshot_site.py
+            shutil.rmtree(keep_html, ignore_errors=True)
+            shutil.copytree(work / "benchkit" / "html", keep_html)
         shutil.rmtree(work, ignore_errors=True)
     recorded = sum(sum(b["phases"].values()) for b in builds.values())
     return {
@@ -203,6 +206,7 @@ def main() -> int:
     run.add_argument("--ref", action="append", required=True, help="a commit of this checkout (repeatable)")
     run.add_argument("--label", action="append", help="a name per --ref (default: the ref)")
     run.add_argument("--repeat", type=int, default=1, help="rounds of the refs (A, B, A, B...)")
+    run.add_argument("--keep-html", type=Path, help="copy the last run's published html/ here")
     sub.add_parser("table", help="write docs/measurements/main-job-profile.md from the profiles")
     args, main_args = parser.parse_known_args()
     main_args = [a for a in main_args if a != "--"]
@@ -212,7 +216,7 @@ def main() -> int:
             parser.error("give one --label per --ref")
         for _ in range(args.repeat):
             for ref, label in zip(args.ref, labels, strict=True):
-                profile = run_once(ref, label, main_args)
+                profile = run_once(ref, label, main_args, args.keep_html)
                 profiles = [*_load(), profile]
                 PROFILES.write_text(json.dumps(profiles, indent=1) + "\n")
                 TABLE.write_text(table(profiles))
