@@ -206,3 +206,17 @@ def test_a_five_percent_step_is_found_within_one_build(
     [(found, _)] = _steps_of(data, history.stepped)
     assert abs(found - position) <= 1
     assert [s for s in data["steps"] if s["name"] != history.stepped] == []
+
+
+def test_a_short_excursion_is_two_steps_and_a_count_step_pins_its_commit() -> None:
+    """Three builds 10 % slower and back: a step up and a step down, where they are; an
+    instruction count +1 % at one commit, with a few instructions of jitter: that commit."""
+    rng = random.Random(9)
+    commits = [commit_hash(i) for i in range(COMMITS)]
+    walls = [1e-5 * (1.1 if 12 <= i < 15 else 1.0) * math.exp(rng.gauss(0, 0.011)) for i in range(COMMITS)]
+    steps = changepoints.series_steps("b.time_wall", ENV, "wall_time", commits, walls, 0.0, floor=0.005)
+    assert [(s.position, s.change > 0) for s in steps] == [(12, True), (15, False)]
+    counts = [2_000_000 * (1.01 if i >= 7 else 1.0) + rng.randint(-20, 20) for i in range(COMMITS)]
+    name = "b.track_instructions"
+    [step] = changepoints.series_steps(name, ENV, "instructions", commits, counts, 0.005, 1e-4)
+    assert (step.before, step.after, step.exact) == (commits[6], commits[7], True)
