@@ -85,7 +85,8 @@ def _score(config: dict[str, Any], workdir: Path, regressions: Any) -> dict[str,
     walls = [s for s in steps if s["metric"] == "wall_time"]
     true = [s for s in walls if s["name"] == history.stepped and abs(s["position"] - position) <= 1]
     # The stepping benchmark's own steps, placed right or not, are scored above.
-    near_busy = [s for s in walls if s["name"] in history.flat and s["position"] in (busy, busy + 1)]
+    near = () if busy is None else (busy, busy + 1)
+    near_busy = [s for s in walls if s["name"] in history.flat and s["position"] in near]
     outliers = [s for s in data["steps"] if s["label"] == "outlier" and s["name"] in history.flat]
     return {
         **config,
