@@ -96,10 +96,11 @@ def series_steps(
 ) -> list[Step]:
     """The steps of one benchmark's series (`values[i]` measured at `commits[i]`, None: missing);
     `floor`: the least noise of one value on the log scale (`benchkit.report.segments`)."""
-    at = [i for i, v in enumerate(values) if v is not None and v > 0]
-    if len(at) < 2:
+    measured = [(i, v) for i, v in enumerate(values) if v is not None and v > 0]
+    if len(measured) < 2:
         return []
-    logs = [math.log(values[i]) for i in at]  # type: ignore[arg-type]
+    at = [i for i, _ in measured]
+    logs = [math.log(v) for _, v in measured]
     fit = fit_levels(logs, floor)
     groups = [logs[left:right] for left, right in fit.bounds]
     levels = [statistics.median(g) for g in groups]

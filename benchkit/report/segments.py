@@ -36,6 +36,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 FALSE_STEP_RATE = 0.001  # per flat series: the chance that noise alone makes a step
 MIN_VALUES = 5  # values a series needs for its spread to be estimated with a few degrees of freedom
@@ -58,7 +59,7 @@ def _critical(level: float, added: int, df: int) -> float:
     return float(f.isf(level, added, df))
 
 
-def _cost_matrix(values: Sequence[float]):  # type: ignore[no-untyped-def]
+def _cost_matrix(values: Sequence[float]) -> Any:
     """cost[i, j]: residual sum of squares of values[i:j] around their mean (inf unless i < j)."""
     import numpy as np
 
