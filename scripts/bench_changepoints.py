@@ -175,12 +175,14 @@ def _summary(rows: list[dict[str, Any]]) -> str:
     issue = [r for r in rows if r["kind"] == "issue"]
     busy = [r for r in rows if r["busy_at"] is not None]
     found = sum(r["found"] for r in big)
+    missed = [str(r["position"]) for r in big if not r["found"]]
+    where = ", ".join(missed) if len(missed) <= MAX_LISTED else "all along the history"
     flat = sum(r["flat"] for r in rows)
     false = sum(r["flat_false"] for r in rows)
     return (
-        f"- steps of 5 % and more found within ±1 build: {found} of {len(big)} "
-        f"({100 * found / len(big):.1f} %); the missed ones stepped at builds "
-        f"{', '.join(str(r['position']) for r in big if not r['found']) or '-'} of {BUILDS}\n"
+        f"- steps of 5 % and more (positions drawn, and the issue's case) found within ±1 build: "
+        f"{found} of {len(big)} ({100 * found / len(big):.1f} %); the missed ones stepped at builds "
+        f"{where or '-'} of {BUILDS}\n"
         f"- the issue's +10 % at build 20 found: {sum(r['found'] for r in issue)} of {len(issue)} seeds\n"
         f"- false steps on flat wall times: {_per_1000(false, flat)} per 1,000 flat benchmark-histories\n"
         f"- steps at a busy build: {sum(r['busy_false'] for r in busy)} in {len(busy)} histories with one\n"
