@@ -84,7 +84,7 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "regressions",
-        help="steps over the whole history per benchmark (asv's step detection), labelled per case",
+        help="steps over the whole history per benchmark, tested against its noise, labelled per case",
         description=changepoints.__doc__.split("\n\n")[0],  # type: ignore[union-attr]
     )
     parser.add_argument(

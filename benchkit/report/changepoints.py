@@ -1,12 +1,13 @@
-"""Steps over a whole history, per benchmark, by asv's own step detection, labelled
-jointly per case from its instruction count and its wall time.
+"""Steps over a whole history, per benchmark, each tested against the history's own noise,
+labelled jointly per case from its instruction count and its wall time.
 
 `benchkit check` looks at one pair; a slow drift or a step hidden by one noisy pair
-shows only over the whole series. asv's `step_detect.detect_steps` fits a piecewise
-constant function (an L1 Potts model with its own penalty choice) to the series;
-each boundary between two of its levels is a step here. A step is reported when its
-size reaches the metric's threshold (``benchkit-check.toml`` applies). Joint labels,
-per case (see `benchkit.report.noise.case_of`):
+shows only over the whole series. `benchkit.report.segments` fits piecewise-constant levels
+to the series (the logs of its values) and keeps a boundary between two levels only where
+an F test against the series' residual spread, floored by what one build shows of its own
+noise (a wall time's rounds, Callgrind's prior for counts), finds a step; each boundary it
+keeps is a step here. A step is reported when its size also reaches the metric's threshold
+(``benchkit-check.toml`` applies). Joint labels, per case (see `benchkit.report.noise.case_of`):
 
 * **code change**: the instruction count and the wall time stepped at the same commit;
 * **wall time only**: memory, threads or the machine; nothing Callgrind counts changed;
@@ -22,13 +23,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Callable, Collection, Sequence
 
-from benchkit.history.results.read import ResultSet
+from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import MetricKind
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
-from benchkit.report.noise import build_shift, case_of, round_drifts
+from benchkit.report.noise import INSTRUCTIONS_SIGMA, build_shift, case_of, round_drifts, value_sigma
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
+from benchkit.report.segments import FALSE_STEP_RATE, fit_levels
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
@@ -71,82 +74,86 @@ class Step:
         return dataclasses.asdict(self)
 
 
-def _segment_sigma(logs: Sequence[float]) -> float | None:
-    return robust_sigma(logs) if len(logs) >= 3 else None
+def _level_sigmas(groups: Sequence[Sequence[float]], sigma: float | None) -> list[float | None]:
+    """Each level's noise of one value: the fit's; without one (a series too short for the test),
+    each level's own robust spread where it has three values, else the median of those."""
+    if sigma is not None:
+        return [sigma] * len(groups)
+    own = [robust_sigma(g) if len(g) >= 3 else None for g in groups]
+    known = sorted(s for s in own if s is not None)
+    pooled = known[len(known) // 2] if known else None
+    return [pooled if s is None else s for s in own]
 
 
 def series_steps(
-    name: str, env: str, metric: str, commits: Sequence[str], values: Sequence[float | None], threshold: float
+    name: str,
+    env: str,
+    metric: str,
+    commits: Sequence[str],
+    values: Sequence[float | None],
+    threshold: float,
+    floor: float = 0.0,
 ) -> list[Step]:
-    """The steps of one benchmark's series (`values[i]` measured at `commits[i]`, None: missing)."""
-    from asv.step_detect import detect_steps
-
-    if sum(1 for v in values if v is not None and v > 0) < 2:
+    """The steps of one benchmark's series (`values[i]` measured at `commits[i]`, None: missing);
+    `floor`: the least noise of one value on the log scale (`benchkit.report.segments`)."""
+    measured = [(i, v) for i, v in enumerate(values) if v is not None and v > 0]
+    if len(measured) < 2:
         return []
-    y = [v if v is not None and v > 0 else None for v in values]
-    segments = detect_steps(y)
-    logs = [[math.log(v) for v in y[left:right] if v is not None] for left, right, *_ in segments]
-    sigmas = [_segment_sigma(s) for s in logs]
-    known = sorted(s for s in sigmas if s is not None)
-    pooled = known[len(known) // 2] if known else None
-    z = z_two_sided(1 - INTERVAL_LEVEL)
-    levels = [sorted(a)[len(a) // 2] if a else None for a in logs]
+    at = [i for i, _ in measured]
+    logs = [math.log(v) for _, v in measured]
+    fit = fit_levels(logs, floor)
+    groups = [logs[left:right] for left, right in fit.bounds]
+    levels = [statistics.median(g) for g in groups]
+    sigmas = _level_sigmas(groups, fit.sigma)
+    z, z_step = z_two_sided(1 - INTERVAL_LEVEL), z_two_sided(FALSE_STEP_RATE)
+
+    def se(i: int, j: int) -> float | None:
+        """Standard error of the difference of levels i and j."""
+        sa, sb = sigmas[i], sigmas[j]
+        if sa is None or sb is None:
+            return None
+        return median_difference_sigma(sa, len(groups[i]), sb, len(groups[j]))
+
+    def back(i: int, j: int) -> bool:
+        """Levels i and j are one: within the threshold, or too close for a step of their own."""
+        diff, error = abs(levels[j] - levels[i]), se(i, j)
+        return diff < math.log1p(threshold) or (error is not None and diff <= z_step * error)
+
     steps: list[Step] = []
     skip_next = False
-    for i in range(1, len(segments)):
+    for i in range(1, len(groups)):
         if skip_next:
             skip_next = False
             continue
-        (_, right_a, *_), (left_b, right_b, *_) = segments[i - 1], segments[i]
-        a, b = logs[i - 1], logs[i]
-        level_a, level_b = levels[i - 1], levels[i]
-        if level_a is None or level_b is None:
-            continue
-        diff = level_b - level_a
+        diff = levels[i] - levels[i - 1]
         if abs(diff) < math.log1p(threshold):
             continue
-        last_a = right_a - 1  # detect_steps: right bounds are exclusive, past the last number
-        level_c = levels[i + 1] if i + 1 < len(segments) else None
-        if len(b) == 1 and level_c is not None and abs(level_c - level_a) < math.log1p(threshold):
+        last_a, first_b = at[fit.bounds[i - 1][1] - 1], at[fit.bounds[i][0]]
+        step = Step(
+            name,
+            env,
+            metric,
+            commits[last_a],
+            commits[first_b],
+            first_b == last_a + 1,
+            math.exp(levels[i - 1]),
+            math.exp(levels[i]),
+            math.expm1(diff),
+            None,
+            None,
+            first_b,
+        )
+        if len(groups[i]) == 1 and i + 1 < len(groups) and back(i - 1, i + 1):
             # One build away and back after it: an outlier of that build, not two steps.
-            at = next(j for j in range(left_b, right_b) if y[j] is not None)
-            steps.append(
-                Step(
-                    name,
-                    env,
-                    metric,
-                    commits[last_a],
-                    commits[at],
-                    at == last_a + 1,
-                    math.exp(level_a),
-                    math.exp(level_b),
-                    math.expm1(diff),
-                    None,
-                    None,
-                    at,
-                    label=OUTLIER,
-                )
-            )
+            steps.append(dataclasses.replace(step, label=OUTLIER))
             skip_next = True
             continue
-        sa, sb = (pooled if sigma is None else sigma for sigma in (sigmas[i - 1], sigmas[i]))
-        se = None if sa is None or sb is None else median_difference_sigma(sa, len(a), sb, len(b))
-        steps.append(
-            Step(
-                name=name,
-                env=env,
-                metric=metric,
-                before=commits[last_a],
-                after=commits[left_b],
-                exact=left_b == last_a + 1,
-                value_before=math.exp(level_a),
-                value_after=math.exp(level_b),
-                change=math.expm1(diff),
-                low=None if se is None else math.expm1(diff - z * se),
-                high=None if se is None else math.expm1(diff + z * se),
-                position=left_b,
+        error = se(i - 1, i)
+        if error is not None:
+            step = dataclasses.replace(
+                step, low=math.expm1(diff - z * error), high=math.expm1(diff + z * error)
             )
-        )
+        steps.append(step)
     return steps
 
 
@@ -194,7 +201,8 @@ def changepoints(
         metric = metric_of(name)
         if metric == MetricKind.WALL_TIME:
             values = [None if i in disturbed else v for i, v in enumerate(values)]
-        steps = series_steps(name, env, metric, commits, values, threshold_of(name))
+        floor = _noise_floor(metric, [m for m, v in zip(column, values, strict=True) if m and v])
+        steps = series_steps(name, env, metric, commits, values, threshold_of(name), floor)
         case, _ = case_of(name)
         if metric in (MetricKind.INSTRUCTIONS, MetricKind.WALL_TIME):
             by_case.setdefault((case, env), {}).setdefault(metric, []).extend(steps)
@@ -209,6 +217,18 @@ def changepoints(
             labelled += counts + walls
     labelled = [_cache_reason(s, history) for s in labelled]
     return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
+
+
+def _noise_floor(metric: MetricKind, measured: Sequence[Measurement]) -> float:
+    """The least noise of one value of a series (log scale): for a wall time the median over its
+    builds of each build's own spread from its rounds, for an instruction count Callgrind's
+    prior; 0 for the rest, which have nothing but their history."""
+    if metric == MetricKind.INSTRUCTIONS:
+        return INSTRUCTIONS_SIGMA
+    if metric != MetricKind.WALL_TIME:
+        return 0.0
+    known = [s for s in map(value_sigma, measured) if s is not None]
+    return statistics.median(known) if known else 0.0
 
 
 def _cache_reason(step: Step, history: Sequence[ResultSet]) -> Step:

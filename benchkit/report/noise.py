@@ -33,6 +33,7 @@ from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.stats import (
     ALPHA,
+    MEDIAN_EFFICIENCY,
     MIN_ROUNDS,
     TrimmedTest,
     log_samples,
@@ -179,6 +180,15 @@ def rounds_shift(m: Measurement) -> tuple[float, float] | None:
     half = len(values) // 2
     test = trimmed_test(values[:half], values[half:])
     return test.change, test.se
+
+
+def value_sigma(m: Measurement) -> float | None:
+    """The standard error of one build's wall time (log scale) from its own rounds, each round a
+    process: the spread of the level it reports within its run. None with fewer than
+    `MIN_ROUNDS` rounds. Between runs a wall time moves by more; this is a floor."""
+    values = round_values(m.samples, m.per_round)
+    sigma = robust_sigma(values) if values is not None and len(values) >= MIN_ROUNDS else None
+    return None if sigma is None else MEDIAN_EFFICIENCY * sigma / math.sqrt(len(values or ()))
 
 
 def rounds_test(before: Measurement, after: Measurement) -> TrimmedTest | None:

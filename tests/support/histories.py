@@ -1,12 +1,16 @@
 """Writes a history of asv results with asv's own Results API, one commit per build,
-each with its own commit date (so benchkit orders them as asv would); and a labelled
-history with known steps and one disturbed build (`disturbed_history`)."""
+each with its own commit date (so benchkit orders them as asv would); a labelled
+history with known steps and one disturbed build (`disturbed_history`); and labelled
+histories whose wall times carry their rounds as `benchkit main` records them
+(`stepped_history`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +98,65 @@ def disturbed_history(root: Path, flat: int, seed: int) -> History:
             project.add(i, COUNTS.format(case), round(count))
     project.save()
     return project
+
+
+# Wall time as `benchkit main` records it: ROUNDS rounds (processes) of PER_ROUND samples each,
+# with log-normal noise: an offset per build's run, one per round, and one per sample.
+ROUNDS, PER_ROUND = 12, 3
+RUN_SIGMA, ROUND_SIGMA, SAMPLE_SIGMA = 0.01, 0.015, 0.005
+BUSY_FACTOR = 1.6  # every wall time of a build measured while the machine was busy
+
+
+def wall_samples(rng: random.Random, level: float) -> list[float]:
+    """One build's wall-time samples, round after round as asv records them."""
+    run = rng.gauss(0, RUN_SIGMA)
+    samples = []
+    for _ in range(ROUNDS):
+        offset = run + rng.gauss(0, ROUND_SIGMA)
+        samples += [level * math.exp(offset + rng.gauss(0, SAMPLE_SIGMA)) for _ in range(PER_ROUND)]
+    return samples
+
+
+@dataclasses.dataclass(frozen=True)
+class SteppedHistory:
+    """A labelled history: which wall time steps where, which stay flat, which build was busy."""
+
+    project: History
+    stepped: str | None  # the wall-time benchmark that steps
+    position: int | None  # its first build on the new level
+    flat: tuple[str, ...]  # wall-time benchmarks with no step
+    busy: int | None
+
+
+def stepped_history(
+    root: Path,
+    walls: int,
+    seed: int,
+    step: tuple[int, float] | None = None,
+    busy: int | None = None,
+    builds: int = COMMITS,
+) -> SteppedHistory:
+    """`walls` cases with a wall time (12 rounds x 3 samples, `wall_samples`) and a flat
+    instruction count each; `step` = (build, factor): the first case's wall time is that factor
+    slower from that build on, the others stay flat; `busy`: every wall time of that build
+    x`BUSY_FACTOR`."""
+    rng = random.Random(seed)
+    project = History(root)
+    cases = [f"Case{k}" for k in range(walls)]
+    for case in cases:
+        project.bench(WALL.format(case), "seconds", repeat=PER_ROUND)
+        project.bench(COUNTS.format(case), "instructions")
+    for i in range(builds):
+        for k, case in enumerate(cases):
+            level = 1e-5 * (1 + k / walls)
+            if step is not None and k == 0 and i >= step[0]:
+                level *= step[1]
+            if i == busy:
+                level *= BUSY_FACTOR
+            samples = wall_samples(rng, level)
+            project.add(i, WALL.format(case), statistics.median(samples), samples)
+            project.add(i, COUNTS.format(case), 2_000_000 + 1000 * k)
+    project.save()
+    stepped = WALL.format(cases[0]) if step is not None else None
+    flat = tuple(WALL.format(c) for c in cases[1 if step is not None else 0 :])
+    return SteppedHistory(project, stepped, step[0] if step else None, flat, busy)
