@@ -31,6 +31,7 @@ def test_each_measured_build_is_judged_against_its_predecessor_and_the_baseline(
 
 
 def _history(tmp_path: Path, counts: list[int]) -> tuple[History, list[str]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     project = History(tmp_path)
     name = COUNTS.format("Linear")
     project.bench(name, "instructions")
@@ -81,3 +82,6 @@ def test_a_history_step_at_a_measured_build_fails_the_run(tmp_path: Path) -> Non
     assert "The history's steps at" in at_step.markdown
     later = _judge(project, commits, [commits[9]])
     assert later.exit_code == 0 and "The history's steps" not in later.markdown
+    # a new level of the newest build alone is the pair's verdict: judged once, by the gate
+    newest = _judge(*_history(tmp_path / "b", [1000] * 9 + [1100]), [commit_hash(9)])
+    assert newest.exit_code == 1 and not any(p.startswith("benchkit regressions") for p in newest.problems)

@@ -7,8 +7,9 @@ every night after it. The main job judges instead:
 * each build this run measured against the build before it on the history's main
   branch (its predecessor), with `benchkit check`;
 * each of them against a baseline, when one is named (e.g. the last release's tag);
-* the history's steps (`benchkit regressions`) that start at one of those builds: a level
-  that changed with this run's build, seen over the whole series rather than one pair.
+* the history's steps (`benchkit regressions`) that start at one of those builds and last
+  more than that build: a level that changed with this run's builds, seen over the whole
+  series rather than one pair (a first run of many builds, a backfill).
 
 When the run measured nothing new (every build was finished earlier), the newest build
 on main is judged, so that running the job again gives the same verdict. The exit code
@@ -117,4 +118,7 @@ def _steps_at(
         lambda name: config.rule_for(name, metric_of(name))[1],
         config.thresholds["instructions"],
     )
-    return [s for s in found.steps if s.after in set(heads)]
+    # A new level of one build (the newest) is the pair's verdict again, from fewer numbers, and
+    # a busy newest build cannot be told from a step yet: the pair judges it by its rounds.
+    last = len(history) - 1
+    return [s for s in found.steps if s.after in set(heads) and s.position < last]
