@@ -32,6 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ STEP_NAMES = {1: "1 torch history", 2: "2 asv machine", 3: "3 asv run", 4: "4 pu
 
 
 def steps_of(log: str) -> dict[str, float]:
-    """Seconds per step of the main job and of install.sh, from the job's own lines."""
+    """Seconds per step of the main job (and of install.sh, when fresh_main_job.sh ran it)."""
     starts: dict[int, int] = {}
     total = exit_status = None
     for line in log.splitlines():
@@ -59,16 +60,16 @@ def steps_of(log: str) -> dict[str, float]:
         done = DONE.match(line.strip())
         if done:
             exit_status, total = int(done.group(1)), int(done.group(2))
-    if total is None or 1 not in starts:
-        raise SystemExit("the log holds no finished main job (no step lines or no exit line)")
     job_end = re.search(r"benchkit main finished (?:with .*? )?in ([\d.]+) min", log)
-    job_seconds = float(job_end.group(1)) * 60 if job_end else float(max(starts.values()))
-    found: dict[str, float] = {"install.sh": float(total) - job_seconds}
+    if 1 not in starts or job_end is None:
+        raise SystemExit("the log holds no finished main job (no step lines or no 'finished' line)")
+    job_seconds = float(job_end.group(1)) * 60
+    found: dict[str, float] = {"install.sh": float(total) - job_seconds if total is not None else 0.0}
     ordered = sorted(starts)
     for i, number in enumerate(ordered):
         end = starts[ordered[i + 1]] if i + 1 < len(ordered) else job_seconds
         found[STEP_NAMES[number]] = float(end - starts[number])
-    found["total (install included)"] = float(total)
+    found["total (install included)"] = float(total) if total is not None else job_seconds
     found["exit status"] = float(exit_status or 0)
     return found
 
@@ -86,13 +87,16 @@ def _setup_cache_name(key: str) -> str:
     return SETUP_CACHES.get(module, f"setup_cache of {module}")
 
 
-def asv_records(results_dir: Path) -> dict[str, dict[str, Any]]:
-    """Per torch build (results file): asv's durations by phase and by metric."""
+def asv_records(results_dir: Path, since: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Per torch build (results file) written since `since` (a time.time()): asv's durations
+    by phase and by metric."""
     from asv.results import Results
 
     builds: dict[str, dict[str, Any]] = {}
     for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         for path in sorted(machine_dir.glob("*-*.json")):
+            if path.stat().st_mtime < since:
+                continue  # measured by an earlier job
             result = Results.load(str(path), machine_name=machine_dir.name)
             phases: dict[str, float] = defaultdict(float)
             counts: dict[str, int] = defaultdict(int)
@@ -109,34 +113,11 @@ def asv_records(results_dir: Path) -> dict[str, dict[str, Any]]:
     return builds
 
 
-def run_once(ref: str, label: str, main_args: list[str], keep_html: Path | None = None) -> dict[str, Any]:
-    commit = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="benchkit-profile-") as tmp:
-        source = Path(tmp) / "source"
-        subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(source)], check=True)
-        subprocess.run(["git", "-C", str(source), "checkout", "-q", commit], check=True)
-        work = Path(tmp) / "fresh"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_")}
-        env["BENCHKIT_FRESH_DIR"] = str(work)
-        print(f"profile: {label} = {ref} ({commit[:10]}): the main job from a fresh clone ...", flush=True)
-        done = subprocess.run(
-            ["bash", str(source / "scripts" / "fresh_main_job.sh"), *main_args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        log = done.stdout
-        (Path(tmp) / "main.log").write_text(log)
-        try:
-            steps = steps_of(log)
-        except SystemExit:
-            sys.stderr.write(log[-4000:])
-            raise
-        builds = asv_records(work / "benchkit" / ".asv" / "results")
-        if keep_html is not None:  # e.g. for scripts/screenshot_site.py
-            shutil.rmtree(keep_html, ignore_errors=True)
-            shutil.copytree(work / "benchkit" / "html", keep_html)
-        shutil.rmtree(work, ignore_errors=True)
+def profile_of(
+    label: str, commit: str, main_args: list[str], log: str, results: Path, since: float
+) -> dict[str, Any]:
+    steps = steps_of(log)
+    builds = asv_records(results, since)
     recorded = sum(sum(b["phases"].values()) for b in builds.values())
     return {
         "label": label,
@@ -147,6 +128,36 @@ def run_once(ref: str, label: str, main_args: list[str], keep_html: Path | None 
         "builds": builds,
         "asv_unrecorded": steps.get(STEP_NAMES[3], 0.0) - recorded,
     }
+
+
+def run_once(ref: str, label: str, main_args: list[str], keep: Path | None = None) -> dict[str, Any]:
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="benchkit-profile-") as tmp:
+        source = Path(tmp) / "source"
+        subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(source)], check=True)
+        subprocess.run(["git", "-C", str(source), "checkout", "-q", commit], check=True)
+        work = keep if keep is not None else Path(tmp) / "fresh"
+        if keep is not None:
+            shutil.rmtree(keep, ignore_errors=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_")}
+        env["BENCHKIT_FRESH_DIR"] = str(work)
+        print(f"profile: {label} = {ref} ({commit[:10]}): the main job from a fresh clone ...", flush=True)
+        began = time.time()
+        done = subprocess.run(
+            ["bash", str(source / "scripts" / "fresh_main_job.sh"), *main_args],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        log_path = (keep or Path(tmp)) / "main.log"
+        log_path.write_text(done.stdout)
+        try:
+            return profile_of(
+                label, commit, main_args, done.stdout, work / "benchkit" / ".asv" / "results", began
+            )
+        except SystemExit:
+            sys.stderr.write(done.stdout[-4000:])
+            raise
 
 
 def _load() -> list[dict[str, Any]]:
@@ -206,7 +217,15 @@ def main() -> int:
     run.add_argument("--ref", action="append", required=True, help="a commit of this checkout (repeatable)")
     run.add_argument("--label", action="append", help="a name per --ref (default: the ref)")
     run.add_argument("--repeat", type=int, default=1, help="rounds of the refs (A, B, A, B...)")
-    run.add_argument("--keep-html", type=Path, help="copy the last run's published html/ here")
+    run.add_argument(
+        "--keep", type=Path, help="work in this folder and keep it (clone, venv, results, html/)"
+    )
+    read = sub.add_parser("read", help="add the profile of a main job run by hand: its log and results")
+    read.add_argument("--log", type=Path, required=True, help="the job's output (stdout and stderr)")
+    read.add_argument("--results", type=Path, required=True, help="the asv results folder it wrote into")
+    read.add_argument("--since", type=float, default=0.0, help="only results files written after (epoch s)")
+    read.add_argument("--label", required=True)
+    read.add_argument("--commit", required=True, help="the benchkit commit that ran")
     sub.add_parser("table", help="write docs/measurements/main-job-profile.md from the profiles")
     args, main_args = parser.parse_known_args()
     main_args = [a for a in main_args if a != "--"]
@@ -216,11 +235,14 @@ def main() -> int:
             parser.error("give one --label per --ref")
         for _ in range(args.repeat):
             for ref, label in zip(args.ref, labels, strict=True):
-                profile = run_once(ref, label, main_args, args.keep_html)
+                profile = run_once(ref, label, main_args, args.keep)
                 profiles = [*_load(), profile]
                 PROFILES.write_text(json.dumps(profiles, indent=1) + "\n")
                 TABLE.write_text(table(profiles))
                 print(f"profile: {label}: {profile['steps']['total (install included)']:.0f} s", flush=True)
+    if args.command == "read":
+        profile = profile_of(args.label, args.commit, [], args.log.read_text(), args.results, args.since)
+        PROFILES.write_text(json.dumps([*_load(), profile], indent=1) + "\n")
     TABLE.write_text(table(_load()))
     print(f"wrote {TABLE.relative_to(REPO_ROOT)}")
     return 0
