@@ -102,7 +102,7 @@ def asv_records(results_dir: Path, since: float = 0.0) -> dict[str, dict[str, An
             counts: dict[str, int] = defaultdict(int)
             for key, seconds in result.duration.items():
                 if key == "<build>":
-                    phases["environment build (<build>)"] += seconds
+                    phases["environment build (asv's `<build>`)"] += seconds
                 elif key.startswith("<setup_cache"):
                     phases[_setup_cache_name(key)] += seconds
                 elif seconds is not None:
