@@ -15,6 +15,9 @@ those logs with its three most-called inputs:
   every kernel in the cache (warm; it wrote nothing there), 0.0 when it compiled (cold). Not
   performance: the report stage reads it to judge compile times only between builds
   compiled in the same state.
+* ``track_kernel_hash``: what inductor generated for this input, a 48-bit hash of its output
+  code and of the launch configs its autotuning chose. Not performance either: the report
+  stage tells by it whether an operator's step or change came with a new kernel.
 
 All classes share one ``setup_cache``: asv runs it per environment (one torch
 build, i.e. one commit) and round, and hands its result to every benchmark as the
@@ -95,6 +98,11 @@ class _OperatorBenchmark:
         return self.result["compile_cache_hit"]
 
     track_compile_cache_hit.unit = _Metric.COMPILE_CACHE_HIT.unit  # type: ignore[attr-defined]
+
+    def track_kernel_hash(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["kernel_hash"]
+
+    track_kernel_hash.unit = _Metric.KERNEL_HASH.unit  # type: ignore[attr-defined]
 
 
 _CLASS_NAMES = {name: _class_name(name) for name in _WORKLOAD.operators}

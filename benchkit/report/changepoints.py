@@ -27,6 +27,8 @@ from collections.abc import Callable, Collection, Sequence
 from benchkit.history.results.read import ResultSet
 from benchkit.names import MetricKind
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
+from benchkit.report.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
+from benchkit.report.kernels import is_kernel_record, label_step
 from benchkit.report.noise import build_shift, case_of, round_drifts
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
@@ -41,7 +43,9 @@ LABEL_MEANINGS = {
     "wall time only": "the wall time stepped, the instruction count did not: memory, threads or the machine",
     "counts only": "the instruction count stepped at no visible cost in wall time",
     OUTLIER: "one build away from the level its neighbours share, and back after it: not a step",
-    "-": "no pair metric to label by (operator timings, other tracked numbers)",
+    **KERNEL_LABEL_MEANINGS,
+    "-": "no pair metric to label by (eager operator timings, other tracked numbers, operator "
+    "results without the generated-kernel record)",
     NOT_JUDGED: "one build on a side of the step: nothing shows how far each level spreads",
     "cache state differed": "a compile time between builds compiled in different inductor cache "
     "states (cold vs warm): only shows which one compiled",
@@ -182,8 +186,8 @@ def changepoints(
     by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
     loose: list[Step] = []
     for name, env in keys:
-        if is_cache_record(name):
-            continue  # the inductor cache state of a compile, not performance
+        if is_cache_record(name) or is_kernel_record(name):
+            continue  # the inductor cache state of a compile or its kernel's hash, not performance
         column = [r.measurements.get((name, env)) for r in history]
         versions = [m.version for m in column if m is not None and m.version]
         latest = versions[-1] if versions else None
@@ -207,7 +211,7 @@ def changepoints(
             labelled += _label_case(counts, walls)
         else:
             labelled += counts + walls
-    labelled = [_cache_reason(s, history) for s in labelled]
+    labelled = [label_step(_cache_reason(s, history), history) for s in labelled]
     return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
 
 

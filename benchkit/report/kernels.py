@@ -1,0 +1,123 @@
+"""What the generated-kernel record tells about an operator's change: did inductor generate
+another kernel at that build?
+
+The operator suite records with every input ``track_kernel_hash``: a hash of inductor's output
+code and of the launch configs its autotuning chose (`benchkit.measure.operators.kernels`).
+It is no performance number. For the figures that depend on the generated kernel (the
+compiled/eager ratio, compiled seconds, compile seconds) it says whether two builds ran the
+same kernel:
+
+* `benchkit check` notes it beside such a comparison ("generated kernel changed" or "same
+  generated kernel") and lists the record itself as not compared;
+* `benchkit regressions` and the site label such a step **kernel changed** or **same
+  kernel**: a speedup that moved while the kernel stayed is torch's eager side, the
+  machine or noise; one that moved with it is the compiler's doing (its code, or a launch
+  config autotuning chose anew);
+* the history's noise of such a figure (`benchkit.report.noise.history_sigmas`) counts only
+  pairs of builds that ran the same kernel, as a wall time counts only pairs whose
+  instruction count did not move.
+
+Results without the record (older ones) are judged and labelled as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from benchkit.names import BenchmarkName, Metric
+from benchkit.report.check_status import NUMERIC_STATUSES, Status
+
+if TYPE_CHECKING:
+    from benchkit.history.results.read import Measurement, ResultSet
+    from benchkit.report.changepoints import Step
+    from benchkit.report.check import Comparison
+
+# Figures that come from the generated kernel (eager seconds do not).
+KERNEL_FIGURES = (Metric.COMPILED_OVER_EAGER, Metric.COMPILED_SECONDS, Metric.COMPILE_SECONDS)
+KERNEL_CHANGED = "kernel changed"
+SAME_KERNEL = "same kernel"
+LABEL_MEANINGS = {
+    KERNEL_CHANGED: "an operator figure stepped where inductor's generated kernel changed (its code or "
+    "the launch configs its autotuning chose): the compiler's doing",
+    SAME_KERNEL: "an operator figure stepped while inductor's generated kernel stayed the same: torch's "
+    "eager side, the machine or noise, not the generated code",
+}
+
+
+def is_kernel_record(name: str) -> bool:
+    return BenchmarkName.parse(name).metric is Metric.KERNEL_HASH
+
+
+@functools.cache
+def kernel_record_of(name: str) -> str | None:
+    """The kernel record of the input whose kernel-dependent figure `name` is, or None."""
+    parsed = BenchmarkName.parse(name)
+    if parsed.metric not in KERNEL_FIGURES:
+        return None
+    return str(parsed.with_metric(Metric.KERNEL_HASH))
+
+
+def kernel_hash(measurement: Measurement | None) -> str | None:
+    """The recorded hash as 12 hex digits, or None (not recorded, failed, skipped)."""
+    if measurement is None or not measurement.has_number or measurement.value is None:
+        return None
+    value = float(measurement.value)
+    if not math.isfinite(value) or value <= 0 or value != int(value):
+        return None
+    return f"{int(value):012x}"
+
+
+def kernels_of(base: ResultSet, head: ResultSet, name: str, env: str) -> tuple[str, str] | None:
+    """(base's kernel hash, head's) for a kernel-dependent figure recorded on both; else None."""
+    record = kernel_record_of(name)
+    if record is None:
+        return None
+    before = kernel_hash(base.measurements.get((record, env)))
+    after = kernel_hash(head.measurements.get((record, env)))
+    return None if before is None or after is None else (before, after)
+
+
+def kernel_changed(base: ResultSet, head: ResultSet, name: str, env: str) -> bool | None:
+    """Whether the two builds ran different kernels for this figure; None: not known."""
+    found = kernels_of(base, head, name, env)
+    return None if found is None else found[0] != found[1]
+
+
+def mark_kernels(comparisons: Sequence[Comparison], base: ResultSet, head: ResultSet) -> list[Comparison]:
+    """The kernel records are listed as not compared; a kernel-dependent comparison with both
+    records says whether the generated kernel changed."""
+    out = []
+    for c in comparisons:
+        if c.status not in NUMERIC_STATUSES:
+            out.append(c)
+        elif is_kernel_record(c.name):
+            shown = " → ".join(kernel_hash(m) or "not recorded" for m in (c.before, c.after))
+            note = f"the generated kernel's hash ({shown}), not performance"
+            out.append(dataclasses.replace(c, status=Status.NOT_COMPARED, note=note, noise=None))
+        elif (found := kernels_of(base, head, c.name, c.env)) is not None:
+            before, after = found
+            said = (
+                f"generated kernel changed ({before} → {after})"
+                if before != after
+                else "same generated kernel"
+            )
+            out.append(dataclasses.replace(c, note="; ".join(n for n in (c.note, said) if n)))
+        else:
+            out.append(c)
+    return out
+
+
+def label_step(step: Step, history: Sequence[ResultSet]) -> Step:
+    """A step of a kernel-dependent figure without another label: kernel changed or same kernel
+    between the builds on either side of it."""
+    if step.label:
+        return step
+    by_commit = {r.commit: r for r in history}
+    changed = kernel_changed(by_commit[step.before], by_commit[step.after], step.name, step.env)
+    if changed is None:
+        return step
+    return dataclasses.replace(step, label=KERNEL_CHANGED if changed else SAME_KERNEL)
