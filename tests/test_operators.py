@@ -25,6 +25,7 @@ from benchkit.measure.operators import timing as op_timing
 from benchkit.measure.operators import workload as op_workload
 from benchkit.measure.operators.log_format import parse_log_text
 from benchkit.measure.operators.suite import measure_operators
+from benchkit.util import torch_build_id
 
 REPO = Path(__file__).resolve().parent.parent
 PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "operator_inp_logs"  # PyTorch's folder layout
@@ -241,6 +242,27 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     (kernel,) = timed.kernels
     assert result.kernels == timed.kernels and len(kernel.code_hash) == 12
     assert kernel.configs == () and kernel.fingerprint == kernel.code_hash
+
+
+def test_kernels_and_their_autotuning_live_in_benchkits_cache_per_torch_build_unless_cold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The setting that makes the kernel choice the same in every process timing a build: the
+    warm cache is benchkit's folder for this torch build (inductor keeps its autotune choices
+    and, unless told otherwise, Triton's binaries inside it); cold, a fresh folder holds both,
+    whatever Triton cache the environment names."""
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(name, "")  # restored after the test, whatever happens to it below
+        monkeypatch.delenv(name)
+    warm = op_kernels.configure_inductor_cache()
+    assert warm == Path(os.environ["BENCHKIT_CACHE_DIR"]) / "inductor" / torch_build_id()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(warm) and "TRITON_CACHE_DIR" not in os.environ
+    assert op_kernels.configure_inductor_cache() == warm  # every process of the build: the same
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
+    cold = op_kernels.configure_inductor_cache(cold=True)
+    assert cold != warm and cold.is_dir() and not any(cold.iterdir())
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cold)
+    assert os.environ["TRITON_CACHE_DIR"] == str(cold / "triton")
 
 
 def test_compiling_ahead_measures_what_compiling_in_turn_does(inductor_cache: Path) -> None:
