@@ -187,7 +187,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cold",
         action="store_true",
-        help="compile into a fresh, empty inductor cache (honest compile times)",
+        help="compile and autotune into fresh, empty inductor and Triton caches (honest compile "
+        "times; kernels and autotuning choices made afresh) instead of benchkit's cache for this torch build",
     )
     parser.set_defaults(func=run_command)
 

@@ -121,10 +121,12 @@ def measure_default_set_for_asv(
     first process compiles (or loads from the cache), so its compile times are
     the ones recorded.
 
-    ``BENCHKIT_INDUCTOR_COLD=1`` compiles into a fresh empty inductor cache
-    (honest compile times); otherwise the per-torch-build cache is used, so
-    only the first run for a commit compiles. ``BENCHKIT_OPERATOR_PROCESSES``
-    and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override the defaults;
+    The timing processes share one inductor cache (`benchkit.measure.operators.kernels`):
+    the per-torch-build one, so only the first run for a commit compiles and autotunes; with
+    ``BENCHKIT_INDUCTOR_COLD=1`` a fresh empty one for this run (honest compile times). Either
+    way every process times the kernels and launch configs the first one chose.
+    ``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override
+    the defaults;
     ``BENCHKIT_OPERATORS_JSON`` names a file that also receives the result
     (scripts/bench_operators.py compares runs with it). ``operators`` limits the
     timing to those operators of the default set (an asv ``-b`` selection).
