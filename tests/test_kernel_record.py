@@ -16,7 +16,7 @@ from benchkit.cli import main
 from benchkit.history.results.read import load_asv_config, load_history
 from benchkit.report import check, check_config
 from benchkit.report.site import pages
-from benchkit.report.site.data import Build, SiteData
+from benchkit.report.site.data import Build, SiteData, operator_rows
 
 OPERATOR = "operators.aten_add_Tensor"
 RATIO = f"{OPERATOR}.track_compiled_over_eager('x')"
@@ -126,3 +126,6 @@ def test_steps_say_whether_the_kernel_changed_in_text_json_and_on_the_site(
     page = pages.render_regressions(data)
     assert '<td class="label" title="an operator figure stepped where inductor' in page
     assert ">kernel changed</td>" in page and "<dt>same kernel</dt>" in page
+    # The Operators page reads results that hold the record.
+    [row] = operator_rows(loaded[0], {})
+    assert (row.operator, row.device) == ("aten.add.Tensor", "cpu")
