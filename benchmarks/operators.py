@@ -26,11 +26,12 @@ and times them in interleaved rounds, in three fresh processes whose medians are
 kept (see ``benchkit.measure.operators.asv.measure_default_set_for_asv``), once per asv
 command: later rounds reuse it (``benchkit.measure.operators.asv``). The per-benchmark
 methods only look numbers up.
-Compiled kernels go to benchkit's inductor cache for the torch build, so
-re-measuring a commit does not recompile. For honest compile times from a
-fully cold start set ``BENCHKIT_INDUCTOR_COLD=1`` (a fresh, empty inductor
-cache for that run). ``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process)
-change how much timing is done.
+Compiled kernels and their autotuned launch configs go to benchkit's inductor cache for
+the torch build, so every timing process of a commit runs the same kernels and
+re-measuring it does not recompile. For honest compile times from a fully cold start set
+``BENCHKIT_INDUCTOR_COLD=1`` (fresh, empty inductor and Triton caches for that run).
+``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) change how
+much timing is done.
 
 Importing this module parses the small bundled logs and nothing else.
 """

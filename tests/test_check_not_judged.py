@@ -124,11 +124,7 @@ def _operator_history(root: Path) -> History:
     rng = random.Random(5)
     units = {COMPILE: "seconds", CACHE: "inductor cache hit (1 warm, 0 cold)", RATIO: "compiled/eager time"}
     for name, unit in units.items():
-        key = name.split("(")[0]
-        project.benchmarks[key] = {
-            "name": key, "unit": unit, "type": "track", "params": [["'x'"]], "param_names": ["input"],
-            "version": "v1",
-        }  # fmt: skip
+        project.bench(name.split("(")[0], unit, params=[["'x'"]])
     for i in range(8):
         warm = i >= 4
         compile_s = (0.1 if warm else 2.0 * (2 if i == 3 else 1)) * math.exp(rng.gauss(0, 0.01))

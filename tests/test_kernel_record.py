@@ -41,11 +41,7 @@ def history(tmp_path: Path) -> History:
     rng = random.Random(7)
     project = History(tmp_path)
     for name, unit in UNITS.items():
-        key = name.split("(")[0]
-        project.benchmarks[key] = {
-            "name": key, "unit": unit, "type": "track", "params": [["'x'"]], "param_names": ["input"],
-            "version": "v1",
-        }  # fmt: skip
+        project.bench(name.split("(")[0], unit, params=[["'x'"]])
     for i in range(BUILDS):
         slower = 2.0 if i >= SLOWER else 1.0
         ratio = (0.6 if i >= NEW_KERNEL else 0.5) * (1.05 if i == BUILDS - 1 else 1.0)

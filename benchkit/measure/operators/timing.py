@@ -292,21 +292,12 @@ def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
         accuracy = "; ".join(
             _check_accuracy(graph.operator, graph.item, options, graph.gm, model) for model in entry.compiled
         )
-    if options.device != "cuda":
-        return _Prepared(
-            graph.index,
-            graph.operator,
-            graph.item,
-            models,
-            entry.compile_s,
-            accuracy,
-            entry.compile_cached,
-            entry.outputs,
-        )
-    if options.cudagraphs:
+    cuda = options.device == "cuda"
+    if cuda and options.cudagraphs:
         from torch._dynamo.backends.cudagraphs import cudagraphs_inner
 
-        # Replays read and write the very tensors captured: no copies, as operatorbench.
+        # Replays read and write the very tensors captured: no copies (operatorbench captures
+        # its nvfuser variant so).
         models = [cudagraphs_inner(m, graph.gm_args, copy_outputs=False, copy_inputs=False) for m in models]
     return _Prepared(
         graph.index,
@@ -317,7 +308,7 @@ def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
         accuracy,
         entry.compile_cached,
         entry.outputs,
-        graph.gm_args,
+        graph.gm_args if cuda else None,
     )
 
 
