@@ -445,9 +445,9 @@ def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
     assert completed.returncode == 0, completed.stdout[-3000:]
     out = completed.stdout
     for method in ("track_compiled_over_eager", "track_eager_seconds", "track_compiled_seconds",
-                   "track_compile_seconds", "track_compile_cache_hit"):  # fmt: skip
+                   "track_compile_seconds", "track_compile_cache_hit", "track_kernel_hash"):  # fmt: skip
         assert method in out
-    assert out.count(" ok") >= 5 and "failed" not in out
+    assert out.count(" ok") >= 6 and "failed" not in out
     assert "8x64x512 f32" in out
 
 

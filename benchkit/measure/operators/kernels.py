@@ -131,12 +131,15 @@ def autotuned_configs(modules: Sequence[Any]) -> tuple[str, ...]:
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     found: dict[str, str] = {}
-    for module in modules:
+    for module in modules:  # a kernel's own module, then the output module that launches it
         for name, value in vars(module).items():
             if not isinstance(value, CachingAutotuner):
                 continue
             launchers = getattr(value, "launchers", None) or []
-            found[name] = str(launchers[0].config) if len(launchers) == 1 else "not autotuned yet"
+            if len(launchers) == 1:
+                found[name] = str(launchers[0].config)
+            else:
+                found.setdefault(name, "not autotuned yet")
     return tuple(f"{name}: {config}" for name, config in sorted(found.items()))
 
 
