@@ -4,6 +4,7 @@ changes that say whether the generated kernel changed (`benchkit.report.kernels`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -13,7 +14,9 @@ import pytest
 from support.histories import ENV, MACHINE, History, commit_hash
 
 from benchkit.cli import main
-from benchkit.history.results.read import load_asv_config, load_history
+from benchkit.history.results.read import Measurement, ResultSet, load_asv_config, load_history
+from benchkit.measure.operators import asv as op_asv
+from benchkit.measure.operators.timing import InputMeasurement
 from benchkit.report import check, check_config
 from benchkit.report.site import pages
 from benchkit.report.site.data import Build, SiteData, operator_rows
@@ -73,6 +76,28 @@ def test_the_gate_says_whether_the_kernel_changed_and_never_compares_the_record(
     assert "kernel" not in changed[EAGER].note  # eager time runs no generated kernel
     same = _comparisons(history, SLOWER - 1, SLOWER)
     assert same[COMPILED].status == "regression" and same[COMPILED].note.endswith("same generated kernel")
+
+
+def test_a_record_the_torch_build_could_not_make_is_no_failure() -> None:
+    """A build whose torch passed benchkit no output code records 0: not compared, no note, and
+    never a lost number (the timing process writes 0, not NaN, which asv reads as skipped)."""
+    none = op_asv._kernel_fields(InputMeasurement("aten.add.Tensor", "x", "f:1", 1.0, (1.0,)))
+    assert (none["kernel_hash"], none["kernel"]) == (0.0, None)
+    base = ResultSet("a" * 40, MACHINE, {(KERNEL, ENV): Measurement(float(OLD), None, None, "v1")})
+    head = ResultSet("b" * 40, MACHINE, {(KERNEL, ENV): Measurement(none["kernel_hash"], None, None, "v1")})
+    config = check_config.parse_check_config({}, "defaults")
+    units = {key.split("(")[0]: unit for key, unit in UNITS.items()}
+    ratio = {(RATIO, ENV): Measurement(0.5, None, None, "v1")}
+    compared = check.compare(
+        dataclasses.replace(base, measurements={**base.measurements, **ratio}),
+        dataclasses.replace(head, measurements={**head.measurements, **ratio}),
+        units,
+        config,
+    )
+    by_name = {c.name: c for c in compared}
+    assert by_name[KERNEL].status == "not compared"
+    assert "(3fa2c1d09b4e → not recorded)" in by_name[KERNEL].note
+    assert "kernel" not in by_name[RATIO].note
 
 
 def test_an_operator_ratio_is_judged_by_its_history_over_pairs_of_the_same_kernel(history: History) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
-from benchkit.measure.operators.kernels import configure_inductor_cache
+from benchkit.measure.operators.kernels import GeneratedKernel, configure_inductor_cache
 from benchkit.measure.operators.suite import measure_suite
 from benchkit.measure.operators.timing import InputMeasurement, MeasureOptions
 from benchkit.measure.operators.workload import asv_workload, input_labels
@@ -245,14 +245,13 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
 
 def _kernel_fields(measurement: InputMeasurement) -> dict[str, Any]:
     """What inductor generated for the input (the first backend, the one asv records): the
-    fingerprint as the number asv stores, and its parts for a reader of the JSON."""
-    if not measurement.kernels:
-        return {"kernel_hash": math.nan, "kernel": None, "kernel_code": None, "kernel_configs": []}
-    kernel = measurement.kernels[0]
+    fingerprint as the number asv stores (0: not recorded, which is no failure: a record is
+    no measurement), and its parts for a reader of the JSON."""
+    kernel = measurement.kernels[0] if measurement.kernels else GeneratedKernel("")
     return {
-        "kernel_hash": float(int(kernel.fingerprint, 16)),
-        "kernel": kernel.fingerprint,
-        "kernel_code": kernel.code_hash,
+        "kernel_hash": float(int(kernel.fingerprint, 16)) if kernel.fingerprint else 0.0,
+        "kernel": kernel.fingerprint or None,
+        "kernel_code": kernel.code_hash or None,
         "kernel_configs": list(kernel.configs),
     }
 

@@ -59,17 +59,17 @@ class GeneratedKernel:
 
     @property
     def fingerprint(self) -> str:
-        """One hash of both: what changes when either the code or the autotuning choice does."""
-        if not self.configs:
+        """One hash of both: what changes when either the code or the autotuning choice does
+        ("" when the code was not recorded)."""
+        if not self.configs or not self.code_hash:
             return self.code_hash
         return content_key(self.code_hash, *self.configs, length=HASH_DIGITS)
 
 
 def combined_fingerprint(kernels: Sequence[GeneratedKernel]) -> str:
-    """One hash of several compiles' kernels, in order; "" for none."""
-    if not kernels:
-        return ""
-    return content_key(*(kernel.fingerprint for kernel in kernels), length=HASH_DIGITS)
+    """One hash of several compiles' kernels, in order; "" when none was recorded."""
+    prints = [kernel.fingerprint for kernel in kernels]
+    return content_key(*prints, length=HASH_DIGITS) if any(prints) else ""
 
 
 @dataclass
@@ -81,6 +81,9 @@ class OutputCode:
 
     @property
     def code_hash(self) -> str:
+        """ "" when no code reached benchkit's hook (a torch build that does not call it)."""
+        if not self.sources:
+            return ""
         return content_key(*(_without_comments(s) for s in self.sources), length=HASH_DIGITS)
 
 
@@ -97,10 +100,11 @@ def _pass_to_collector(code: str) -> None:
 
 
 def _install_hook() -> None:
+    """Once per process; a torch build without the hook never calls it (no code recorded)."""
     from torch._inductor.graph import GraphLowering
 
     with _install_lock:
-        current = GraphLowering.save_output_code
+        current = getattr(GraphLowering, "save_output_code", None)
         if current is _pass_to_collector:
             return
         _chained[:] = [current] if current is not None else []
@@ -117,19 +121,22 @@ def collecting_output_code() -> Iterator[OutputCode]:
     collected = OutputCode()
     previous = getattr(_local, "collector", None)
     _local.collector = collected
-    loaded = len(PyCodeCache.modules)
+    modules = getattr(PyCodeCache, "modules", [])
+    loaded = len(modules)
     try:
         yield collected
     finally:
         _local.collector = previous
-        collected.modules.extend(PyCodeCache.modules[loaded:])
+        collected.modules.extend(modules[loaded:])
 
 
 def autotuned_configs(modules: Sequence[Any]) -> tuple[str, ...]:
     """Per Triton kernel of `modules` that has run: ``name: config`` of the launch config it
     kept (after autotuning, one); a kernel not run yet says so."""
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
+    try:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    except ImportError:  # a torch build from before it: nothing to read
+        return ()
     found: dict[str, str] = {}
     for module in modules:  # a kernel's own module, then the output module that launches it
         for name, value in vars(module).items():
