@@ -87,6 +87,15 @@ class Metric(enum.Enum):
         None,
         Suite.OPERATORS,
     )
+    # What inductor generated for the input: a hash of its output code and of the launch configs
+    # its autotuning chose (`benchkit.measure.operators.kernels`), as a 48-bit number.
+    KERNEL_HASH = (
+        "track_kernel_hash",
+        "generated kernel hash (a record)",
+        "generated kernel",
+        None,
+        Suite.OPERATORS,
+    )
 
     def __new__(
         cls, method: str, unit: str, label: str, lower_is_better: bool | None, suite: Suite
@@ -99,6 +108,11 @@ class Metric(enum.Enum):
         member.lower_is_better = lower_is_better
         member.suite = suite
         return member
+
+    @property
+    def is_record(self) -> bool:
+        """A record of how a number came about (a cache state, a kernel hash), not performance."""
+        return self.lower_is_better is None
 
     @property
     def kind(self) -> MetricKind:

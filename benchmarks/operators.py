@@ -15,6 +15,9 @@ those logs with its three most-called inputs:
   every kernel in the cache (warm; it wrote nothing there), 0.0 when it compiled (cold). Not
   performance: the report stage reads it to judge compile times only between builds
   compiled in the same state.
+* ``track_kernel_hash``: what inductor generated for this input, a 48-bit hash of its output
+  code and of the launch configs its autotuning chose. Not performance either: the report
+  stage tells by it whether an operator's step or change came with a new kernel.
 
 All classes share one ``setup_cache``: asv runs it per environment (one torch
 build, i.e. one commit) and round, and hands its result to every benchmark as the
@@ -23,11 +26,12 @@ and times them in interleaved rounds, in three fresh processes whose medians are
 kept (see ``benchkit.measure.operators.asv.measure_default_set_for_asv``), once per asv
 command: later rounds reuse it (``benchkit.measure.operators.asv``). The per-benchmark
 methods only look numbers up.
-Compiled kernels go to benchkit's inductor cache for the torch build, so
-re-measuring a commit does not recompile. For honest compile times from a
-fully cold start set ``BENCHKIT_INDUCTOR_COLD=1`` (a fresh, empty inductor
-cache for that run). ``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process)
-change how much timing is done.
+Compiled kernels and their autotuned launch configs go to benchkit's inductor cache for
+the torch build, so every timing process of a commit runs the same kernels and
+re-measuring it does not recompile. For honest compile times from a fully cold start set
+``BENCHKIT_INDUCTOR_COLD=1`` (fresh, empty inductor and Triton caches for that run).
+``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) change how
+much timing is done.
 
 Importing this module parses the small bundled logs and nothing else.
 """
@@ -95,6 +99,11 @@ class _OperatorBenchmark:
         return self.result["compile_cache_hit"]
 
     track_compile_cache_hit.unit = _Metric.COMPILE_CACHE_HIT.unit  # type: ignore[attr-defined]
+
+    def track_kernel_hash(self, cache: dict[str, Any], label: str) -> float:
+        return self.result["kernel_hash"]
+
+    track_kernel_hash.unit = _Metric.KERNEL_HASH.unit  # type: ignore[attr-defined]
 
 
 _CLASS_NAMES = {name: _class_name(name) for name in _WORKLOAD.operators}

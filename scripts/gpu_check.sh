@@ -9,18 +9,31 @@
 #    process with its own empty inductor and Triton caches, timed, then side by side; benchkit
 #    again with --no-compile-ahead (GPU_CHECK_SERIAL=0 leaves it out); then the reference once
 #    more on benchkit's caches (the same kernels and autotuned configs), side by side;
-# 3. the same on benchkit's default operator set in fp32 (without the --no-compile-ahead run);
-# 4. the asv operator suite on CUDA (benchmarks/operators_cuda.py) with `asv run --python=same`
+# 3. A/A: benchkit against itself on that log, each run a fresh process: twice on benchkit's own
+#    cache for the torch build (empty before the first: it compiles and autotunes, the second
+#    finds its kernels and autotuning choices: the reproducible choice, benchkit's default), and
+#    step 2's cold run against one more with --cold (each compiles and autotunes afresh); per
+#    operator the two median speedups and whether the generated kernels (the CSV's kernels
+#    column) are the same (GPU_CHECK_BENCHKIT_AA=0 leaves it out);
+# 4. the same as step 2 on benchkit's default operator set in fp32, and benchkit with
+#    --no-compile-ahead against the reference on its caches (does the compile on a background
+#    thread move the small kernels' figures? GPU_CHECK_SERIAL=0 leaves it out);
+# 5. the asv operator suite on CUDA (benchmarks/operators_cuda.py) with `asv run --python=same`
 #    into a results folder of its own, and what asv recorded.
 # Writes OUT_DIR/gpu_check.log (everything), OUT_DIR/summary.md (the side-by-side tables),
 # OUT_DIR/bert_fp16.txt (the recorded log), the CSVs and OUT_DIR/asv_results.tar.gz.
 # GPU_CHECK_REPEATS (default 10) sets the repeats of both methods. GPU_CHECK_AA=1 also runs the
 # reference a second time on each log with cold caches (how far the method itself moves between
 # processes);
-# GPU_CHECK_ASV=0 leaves step 4 out. GPU_CHECK_STEP_LIMIT (default 180) bounds each command's seconds. Wheels in ./.whl (asv and its dependencies, for a machine
-# without them or without an index) are installed first.
+# GPU_CHECK_ASV=0 leaves step 5 out. GPU_CHECK_STEP_LIMIT (default 180) bounds each command's
+# seconds. Wheels in ./.whl (asv and its dependencies, for a machine without them or without an
+# index) are installed first. benchkit itself runs from this checkout, installed or not.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# This checkout for every python step and for asv's benchmark processes, which keep only
+# ASV_PYTHONPATH of the caller's path (asv drops PYTHONPATH): nothing needs installing.
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export ASV_PYTHONPATH="$PYTHONPATH"
 out=$(realpath -m "${1:-gpu-check}")
 mkdir -p "$out"
 exec > >(tee "$out/gpu_check.log") 2>&1
@@ -82,12 +95,42 @@ if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
   fresh_timed ref2_bert python3 scripts/operatorbench_reference.py "${bert[@]}" --json "$out/reference2_bert_fp16.json"
 fi
 
-echo "== 3. default set fp32: operatorbench reference, then benchkit (cold caches each)"
+# Runs "$@" on benchkit's own caches under $work/aa-cache (no cache folder set from outside);
+# prints and records its wall seconds.
+own_caches_timed() {
+  local name=$1
+  shift
+  local started
+  started=$(date +%s.%N)
+  env -u TORCHINDUCTOR_CACHE_DIR -u TRITON_CACHE_DIR BENCHKIT_CACHE_DIR="$work/aa-cache" timeout "$step_limit" "$@"
+  echo "gpu_check: $name exited $? after $(elapsed "$started") s (benchkit's own caches)"
+  seconds[$name]=$(elapsed "$started")
+}
+
+if [ "${GPU_CHECK_BENCHKIT_AA:-1}" = 1 ]; then
+  echo "== 3. A/A: benchkit twice on the BERT log, fresh processes"
+  mkdir -p "$out/aa/own1" "$out/aa/own2" "$out/aa/cold2"
+  own_caches_timed aa_own1 python3 -m benchkit.cli operators --device cuda "${bert[@]}" --output-dir "$out/aa/own1"
+  own_caches_timed aa_own2 python3 -m benchkit.cli operators --device cuda "${bert[@]}" --output-dir "$out/aa/own2"
+  own_caches_timed aa_cold2 python3 -m benchkit.cli operators --device cuda "${bert[@]}" --cold \
+    --output-dir "$out/aa/cold2"
+fi
+
+echo "== 4. default set fp32: operatorbench reference, then benchkit (cold caches each)"
 default=(--suite default --dtype float32 --repeats "$repeats")
 fresh_timed ref_default python3 scripts/operatorbench_reference.py "${default[@]}" --json "$out/reference_default_fp32.json"
 fresh_timed bk_default python3 -m benchkit.cli operators --device cuda "${default[@]}" --output-dir "$out"
 same_kernels ref_default_same bk_default python3 scripts/operatorbench_reference.py "${default[@]}" \
   --json "$out/reference_same_kernels_default_fp32.json"
+if [ "${GPU_CHECK_SERIAL:-1}" = 1 ]; then
+  # The default set's kernels run for microseconds: timed with nothing compiling beside them,
+  # then the reference on the same kernels.
+  mkdir -p "$out/serial"
+  fresh_timed bk_default_serial python3 -m benchkit.cli operators --device cuda "${default[@]}" \
+    --no-compile-ahead --output-dir "$out/serial"
+  same_kernels ref_default_same_serial bk_default_serial python3 scripts/operatorbench_reference.py \
+    "${default[@]}" --json "$out/reference_same_kernels_serial_default_fp32.json"
+fi
 if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
   fresh_timed ref2_default python3 scripts/operatorbench_reference.py "${default[@]}" \
     --json "$out/reference2_default_fp32.json"
@@ -98,6 +141,7 @@ compare() { python3 scripts/gpu_compare.py "$@"; }
   echo "# GPU check ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), repeats $repeats)"
   echo
   echo "\`GPU_CHECK_AA=${GPU_CHECK_AA:-0} GPU_CHECK_ASV=${GPU_CHECK_ASV:-1} GPU_CHECK_SERIAL=${GPU_CHECK_SERIAL:-1}" \
+    "GPU_CHECK_BENCHKIT_AA=${GPU_CHECK_BENCHKIT_AA:-1}" \
     "GPU_CHECK_REPEATS=$repeats bash scripts/gpu_check.sh\` on $(date -u +%Y-%m-%d)," \
     "torch $(python3 -c 'import torch; print(torch.__version__)')"
   echo
@@ -115,6 +159,23 @@ compare() { python3 scripts/gpu_compare.py "$@"; }
   compare --title "default set, float32: the reference on benchkit's kernels" --benchkit-csv "$default_csv" \
     --reference-json "$out/reference_same_kernels_default_fp32.json" \
     --note "The reference ran with benchkit's inductor and Triton caches: the same kernels and autotuned configs."
+  if [ "${GPU_CHECK_SERIAL:-1}" = 1 ]; then
+    compare --title "default set, float32: benchkit --no-compile-ahead, the reference on its kernels" \
+      --benchkit-csv "$out/serial/operatorbench_default_float32.csv" \
+      --reference-json "$out/reference_same_kernels_serial_default_fp32.json" \
+      --note "Nothing compiled on a background thread while benchkit timed; the reference ran on benchkit's caches."
+  fi
+  if [ "${GPU_CHECK_BENCHKIT_AA:-1}" = 1 ]; then
+    compare --title "A/A: benchkit twice on its own caches (the reproducible choice), BERT float16" \
+      --benchkit-csv "$out/aa/own1/operatorbench_bert_fp16_float16.csv" \
+      --second-csv "$out/aa/own2/operatorbench_bert_fp16_float16.csv" \
+      --benchkit-seconds "${seconds[aa_own1]}" --reference-seconds "${seconds[aa_own2]}" \
+      --note "Fresh processes; the first compiled and autotuned into benchkit's empty cache for this torch build, the second found its kernels and autotuning choices there."
+    compare --title "A/A: benchkit twice with cold caches, BERT float16" --benchkit-csv "$bert_csv" \
+      --second-csv "$out/aa/cold2/operatorbench_bert_fp16_float16.csv" \
+      --benchkit-seconds "${seconds[bk_bert]}" --reference-seconds "${seconds[aa_cold2]}" \
+      --note "Step 2's run (empty caches) and one with --cold: each compiled and autotuned afresh."
+  fi
   if [ "${GPU_CHECK_AA:-0}" = 1 ]; then
     compare --title "A/A: the reference twice, cold caches, BERT float16" \
       --benchkit-csv "$out/reference2_bert_fp16.json" --reference-json "$out/reference_bert_fp16.json" \
@@ -128,7 +189,7 @@ compare() { python3 scripts/gpu_compare.py "$@"; }
   echo "| log | benchkit (compiling ahead) | benchkit --no-compile-ahead | reference |"
   echo "|---|---:|---:|---:|"
   echo "| BERT fp16, whole log | ${seconds[bk_bert]} | ${seconds[bk_bert_serial]:-not run} | ${seconds[ref_bert]} |"
-  echo "| default set fp32 | ${seconds[bk_default]} | not run | ${seconds[ref_default]} |"
+  echo "| default set fp32 | ${seconds[bk_default]} | ${seconds[bk_default_serial]:-not run} | ${seconds[ref_default]} |"
   echo
 } > "$out/summary.md"
 cat "$out/summary.md"
@@ -138,7 +199,7 @@ if [ "${GPU_CHECK_ASV:-1}" = 0 ]; then
   rm -rf "$work"
   exit 0
 fi
-echo "== 4. the asv operator suite on CUDA (operators_cuda), asv run --python=same"
+echo "== 5. the asv operator suite on CUDA (operators_cuda), asv run --python=same"
 asv_dir="$work/asv"
 mkdir -p "$asv_dir"
 git init -q -b main "$asv_dir/history"

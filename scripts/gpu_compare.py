@@ -1,15 +1,20 @@
-"""Side by side: `benchkit operators` (its CSV) against the operatorbench reference (its JSON).
+"""Side by side: `benchkit operators` (its CSV) against the operatorbench reference (its JSON),
+or two runs of benchkit against each other.
 
     python scripts/gpu_compare.py --title T --benchkit-csv X.csv --reference-json Y.json \
         [--benchkit-seconds S --reference-seconds S] [--note LINE]
     python scripts/gpu_compare.py --title T --benchkit-csv SECOND_REFERENCE.json ...   # A/A
+    python scripts/gpu_compare.py --title T --benchkit-csv A.csv --second-csv B.csv  # benchkit A/A
 
 A JSON file in place of the CSV compares two runs of the reference: how far the method
 moves from one process to the next.
 
 Prints, per operator the reference measured, both median speedups and their difference,
 then: operators within 5 %, inputs that failed in benchkit but not in the reference, and
-both commands' wall times. Exit status 0; the figures are for a person to read.
+both commands' wall times. Two benchkit CSVs (`--second-csv`): per operator both median
+speedups, their difference and whether the two runs timed the same generated kernels (the
+CSV's ``kernels`` column), then how many operators agree within 5 % and how many ran the same
+kernels. Exit status 0; the figures are for a person to read.
 """
 
 from __future__ import annotations
@@ -27,15 +32,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--title", required=True)
     parser.add_argument("--benchkit-csv", type=Path, required=True)
-    parser.add_argument("--reference-json", type=Path, required=True)
+    parser.add_argument("--reference-json", type=Path, help="the reference's JSON")
+    parser.add_argument("--second-csv", type=Path, help="a second benchkit CSV: benchkit against itself")
     parser.add_argument("--benchkit-seconds", type=float, help="wall time of the benchkit command")
     parser.add_argument("--reference-seconds", type=float, help="wall time of the reference command")
     parser.add_argument("--note", default="", help="one line printed under the title")
     args = parser.parse_args(argv)
+    if (args.reference_json is None) == (args.second_csv is None):
+        parser.error("give one of --reference-json and --second-csv")
 
     print(f"## {args.title}")
     if args.note:
         print(f"\n{args.note}\n")
+    if args.second_csv is not None:
+        return compare_benchkit_runs(
+            args.benchkit_csv, args.second_csv, args.benchkit_seconds, args.reference_seconds
+        )
     if not args.benchkit_csv.is_file() or not args.reference_json.is_file():
         missing = f"{args.benchkit_csv.name} or {args.reference_json.name}"
         print(f"- nothing to compare: {missing} was not written\n")
@@ -51,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             if entry["quantiles"]
         }
     else:
-        rows = {row["Operator"]: row for row in csv.DictReader(args.benchkit_csv.read_text().splitlines())}
+        rows = _csv_rows(args.benchkit_csv)
     reference = json.loads(args.reference_json.read_text())["operators"]
     print("| operator | benchkit p50 | reference p50 | difference | benchkit inputs (failed) "
           "| reference inputs |")  # fmt: skip
@@ -90,6 +102,47 @@ def main(argv: list[str] | None = None) -> int:
             f"- wall time, whole command: benchkit {args.benchkit_seconds:.0f} s, "
             f"reference {args.reference_seconds:.0f} s"
         )
+    print()
+    return 0
+
+
+def _csv_rows(path: Path) -> dict[str, dict[str, str]]:
+    return {row["Operator"]: row for row in csv.DictReader(path.read_text().splitlines())}
+
+
+def compare_benchkit_runs(
+    first: Path, second: Path, first_seconds: float | None, second_seconds: float | None
+) -> int:
+    """Two benchkit runs of one log: median speedups and generated kernels per operator."""
+    if not first.is_file() or not second.is_file():
+        print(f"- nothing to compare: {first} or {second} was not written\n")
+        return 0
+    a, b = _csv_rows(first), _csv_rows(second)
+    print("| operator | first p50 | second p50 | difference | same kernels |")
+    print("|---|---:|---:|---:|---|")
+    compared = within = same = recorded = 0
+    for name in sorted(set(a) & set(b)):
+        mid_a, mid_b = float(a[name]["inductor 50th"]), float(b[name]["inductor 50th"])
+        relative = mid_b / mid_a - 1
+        compared += 1
+        within += abs(relative) <= TOLERANCE
+        kernels = a[name].get("kernels") or "", b[name].get("kernels") or ""
+        if all(kernels):
+            recorded += 1
+            same += kernels[0] == kernels[1]
+            shown = "yes" if kernels[0] == kernels[1] else f"no ({kernels[0]} → {kernels[1]})"
+        else:
+            shown = "not recorded"
+        print(f"| {name} | {mid_a:.3f} | {mid_b:.3f} | {relative:+.1%} | {shown} |")
+    print()
+    share = f"{within}/{compared} ({within / compared:.0%})" if compared else "none compared"
+    agree = f"median speedup within {TOLERANCE:.0%} across the runs: {share}"
+    print(f"- operators in both runs: {compared}; {agree}")
+    print(f"- the same generated kernels in both runs: {same}/{recorded} operators that recorded them")
+    only = sorted(set(a) ^ set(b))
+    print(f"- measured in one run only: {', '.join(only) or 'none'}")
+    if first_seconds is not None and second_seconds is not None:
+        print(f"- wall time, whole command: first {first_seconds:.0f} s, second {second_seconds:.0f} s")
     print()
     return 0
 

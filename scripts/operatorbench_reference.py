@@ -1,19 +1,21 @@
-"""PyTorch operatorbench's CUDA timing method, written out as a yardstick for `benchkit operators`.
+"""PyTorch operatorbench's CUDA timing loop, written out as a yardstick for `benchkit operators`.
 
     python scripts/operatorbench_reference.py --inp-file LOG --dtype float16 --repeats 10 \
         --max-samples 2 --json OUT.json
     python scripts/operatorbench_reference.py --suite default --dtype float32 --json OUT.json
+    python scripts/operatorbench_reference.py ... --no-cudagraphs   # operatorbench's direct calls
 
 For every input: the operator alone in a graph module (``gen_gm_and_inputs``), compiled
 by ``compile_fx``; the eager module and the compiled one each captured in a CUDA graph
-(``cudagraphs_inner``, neither inputs nor outputs copied); then, per repeat and in turn
-for eager and compiled, one plain call followed by ``benchmarker.benchmark_gpu`` (which
-flushes the L2 cache); per model the median over repeats; the input's speedup is eager /
-compiled. Per operator the 20th, 50th and 80th percentiles over its inputs
-(``numpy.quantile``). Operators skipped as operatorbench skips them: inputs its generator
-cannot make (gather, nll_loss, index, scatter_, masked_fill_.Scalar, embedding), the
-``_unsafe_view`` view, operators without an inductor lowering or decomposition, and
-convolutions.
+(``cudagraphs_inner``, neither inputs nor outputs copied), as `benchkit operators` does by
+default (operatorbench itself calls eager and inductor directly and captures only its
+nvfuser variant; ``--no-cudagraphs`` does so too); then, per repeat and in turn for eager
+and compiled, one plain call followed by ``benchmarker.benchmark_gpu`` (which flushes the L2
+cache); per model the median over repeats; the input's speedup is eager / compiled. Per
+operator the 20th, 50th and 80th percentiles over its inputs (``numpy.quantile``).
+Operators skipped as operatorbench skips them: inputs its generator cannot make (gather,
+nll_loss, index, scatter_, masked_fill_.Scalar, embedding), the ``_unsafe_view`` view,
+operators without an inductor lowering or decomposition, and convolutions.
 
 Only the timing method is the reference's own: inputs are benchkit's (the same log
 parser, the same values from `materialize`), so any difference in the figures comes from
@@ -57,8 +59,11 @@ def skipped(operator: Any) -> str | None:
     return None
 
 
-def time_input(operator: Any, args: tuple, kwargs: dict, repeats: int) -> tuple[float, float]:
-    """(eager, compiled) milliseconds: medians over repeats of benchmark_gpu on CUDA-graph replays."""
+def time_input(
+    operator: Any, args: tuple, kwargs: dict, repeats: int, cudagraphs: bool = True
+) -> tuple[float, float]:
+    """(eager, compiled) milliseconds: medians over repeats of benchmark_gpu on CUDA-graph
+    replays (or direct calls without `cudagraphs`)."""
     import numpy as np
     from torch._dynamo.backends.cudagraphs import cudagraphs_inner
     from torch._inductor.compile_fx import compile_fx
@@ -66,9 +71,9 @@ def time_input(operator: Any, args: tuple, kwargs: dict, repeats: int) -> tuple[
     from torch._inductor.utils import gen_gm_and_inputs
 
     gm, gm_args = gen_gm_and_inputs(operator, args, kwargs)
-    eager = cudagraphs_inner(gm, gm_args, copy_outputs=False, copy_inputs=False)
-    compiled = cudagraphs_inner(compile_fx(gm, gm_args), gm_args, copy_outputs=False, copy_inputs=False)
-    models = (eager, compiled)
+    models = (gm, compile_fx(gm, gm_args))
+    if cudagraphs:
+        models = tuple(cudagraphs_inner(m, gm_args, copy_outputs=False, copy_inputs=False) for m in models)
     timings = np.zeros((repeats, len(models)))
     for repeat in range(repeats):
         for index, model in enumerate(models):  # interleaved, as operatorbench
@@ -87,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--max-samples", type=int, default=15)
     parser.add_argument("--op", action="append", default=[], help="only this operator (repeatable)")
+    parser.add_argument(
+        "--no-cudagraphs", dest="cudagraphs", action="store_false", help="call eager and compiled directly"
+    )
     parser.add_argument("--json", type=Path, required=True, help="where the per-operator figures go")
     args = parser.parse_args(argv)
 
@@ -99,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     workload = load_input_file(args.inp_file) if args.inp_file else load_suite(args.suite)
     cast = None if args.dtype == "float16" else torch.float32
-    report: dict[str, Any] = {"method": "operatorbench reference", "repeats": args.repeats, "operators": {}}
+    method = "operatorbench reference" + ("" if args.cudagraphs else ", direct calls")
+    report: dict[str, Any] = {"method": method, "repeats": args.repeats, "operators": {}}
     for name in workload.operators:
         if args.op and name not in args.op:
             continue
@@ -113,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         for item in workload.inputs(name, max_samples=args.max_samples):
             try:
                 call_args, call_kwargs = materialize(item, device="cuda", dtype=cast)
-                eager_ms, compiled_ms = time_input(operator, call_args, call_kwargs, args.repeats)
+                eager_ms, compiled_ms = time_input(
+                    operator, call_args, call_kwargs, args.repeats, args.cudagraphs
+                )
                 speedups.append(eager_ms / compiled_ms)
                 milliseconds.append([eager_ms, compiled_ms])
             except Exception as error:  # recorded; the run goes on, as operatorbench

@@ -125,11 +125,7 @@ def _operator_history(root: Path) -> History:
     rng = random.Random(5)
     units = {COMPILE: "seconds", CACHE: "inductor cache hit (1 warm, 0 cold)", RATIO: "compiled/eager time"}
     for name, unit in units.items():
-        key = name.split("(")[0]
-        project.benchmarks[key] = {
-            "name": key, "unit": unit, "type": "track", "params": [["'x'"]], "param_names": ["input"],
-            "version": "v1",
-        }  # fmt: skip
+        project.bench(name.split("(")[0], unit, params=[["'x'"]])
     for i in range(8):
         warm = i >= 4
         compile_s = (0.1 if warm else 2.0 * (2 if i == 3 else 1)) * math.exp(rng.gauss(0, 0.01))
@@ -176,11 +172,12 @@ def test_compile_times_of_different_cache_states_are_not_judged(tmp_path: Path) 
 @pytest.mark.slow
 def test_the_operator_suite_records_the_cache_state_of_each_compile(tmp_path: Path) -> None:
     """Two real timing processes of the asv suite on one empty inductor cache: the first
-    compiles ReLU's inputs (cold, 0.0), the second finds every kernel there (warm, 1.0)."""
+    compiles ReLU's inputs (cold, 0.0), the second finds every kernel there (warm, 1.0); both
+    record the same generated kernels."""
     import os
 
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "PYTHONPATH": str(REPO_ROOT)}
-    states = []
+    states, kernels = [], []
     for run in ("cold", "warm"):
         out = tmp_path / f"{run}.json"
         command = ["-m", "benchkit.measure.operators.asv", "--time-default-set", "1", str(out), "cpu"]
@@ -195,7 +192,12 @@ def test_the_operator_suite_records_the_cache_state_of_each_compile(tmp_path: Pa
         inputs = json.loads(out.read_text())["operators"]["aten.relu.default"]["inputs"]
         assert inputs and all(entry["error"] is None for entry in inputs.values())
         states.append({entry["compile_cache_hit"] for entry in inputs.values()})
+        kernels.append({label: (entry["kernel"], entry["kernel_hash"]) for label, entry in inputs.items()})
     assert states == [{0.0}, {1.0}]
+    # What inductor generated is recorded alike whether compiled or loaded from the cache, one
+    # kernel per input (the asv number is the hash's value).
+    assert kernels[0] == kernels[1] and len({k for k, _ in kernels[0].values()}) == len(kernels[0])
+    assert all(number == float(int(k, 16)) for k, number in kernels[0].values())
 
 
 def test_the_operators_page_reads_results_with_the_cache_record(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from benchkit.history.results.read import Measurement, ResultSet
-from benchkit.report import check, not_judged
+from benchkit.report import check, kernel_marks, not_judged
 from benchkit.report.check_config import parse_check_config
 from benchkit.report.check_status import Status, exit_effect
 from benchkit.report.check_types import Comparison
@@ -28,6 +28,7 @@ ENV = "virtualenv-py3.11"
 BASE, HEAD = "a" * 40, "b" * 40
 COMPILE = "operators.aten_add_Tensor.track_compile_seconds('x')"
 CACHE = "operators.aten_add_Tensor.track_compile_cache_hit('x')"
+KERNEL = "operators.aten_add_Tensor.track_kernel_hash('x')"
 # metric cell -> (benchmark name, asv unit, a typical value)
 BENCHMARKS = {
     "instructions": ("cases.Linear.track_instructions", "instructions", 1e6),
@@ -35,6 +36,7 @@ BENCHMARKS = {
     "ratio": ("operators.aten_add_Tensor.track_compiled_over_eager('x')", "compiled/eager time", 0.5),
     "compile time": (COMPILE, "seconds", 2.0),
     "cache record": (CACHE, "inductor cache hit (1 warm, 0 cold)", 0.0),
+    "kernel record": (KERNEL, "generated kernel hash (a record)", float(0x3FA2C1D09B4E)),
 }
 # noise level -> history sigma per metric (None: no history). The prior of Callgrind counts
 # (sigma 1e-4, MDC 0.03 %) is always known; MDC = exp(3.29 sigma) - 1.
@@ -50,7 +52,7 @@ FACTORS = {
     "slower beyond the threshold": {"": 1.5},
     "within the threshold": {"": 1.001},
     "within the threshold, beyond the MDC": {"instructions": 1.003},  # 0.5 % > 0.3 % > 0.03 %
-    "beyond the threshold, within the MDC": {"instructions": 1.02, "ratio": 1.15},
+    "beyond the threshold, within the MDC": {"instructions": 1.02},
     "-": {"": 1.0},
 }
 SHIFT = EnvShift("between base and head", 1.5, 14, 0, 1e-4)
@@ -112,8 +114,8 @@ def _pair(metric: str, key: tuple[str, str], noise: str) -> PairNoise:
 
 
 def judge(metric: str, row: dict[str, str]) -> Comparison:
-    """The row's records, through the gate: `compare_one`, then the cache states and a
-    disturbed side, as `benchkit.report.check.run_check` takes them."""
+    """The row's records, through the gate: `compare_one`, then the cache states, the kernel
+    records and a disturbed side, as `benchkit.report.check.run_check` takes them."""
     name, unit, value = BENCHMARKS[metric]
     key = (name, ENV)
     states, _, condition = row["availability (base → head)"].partition(", ")
@@ -125,6 +127,8 @@ def judge(metric: str, row: dict[str, str]) -> Comparison:
         before_value, after_value = 0.0, 0.0 if factor is not None and factor < 1.01 else 1.0
     elif change == "cold → warm":
         before_value, after_value = 0.0, 1.0
+    elif change == "another kernel":
+        before_value, after_value = value, float(0x77AB01C2D3E4)
     else:
         assert factor is not None, f"no {change!r} for {metric}"
         before_value, after_value = value, value * factor
@@ -142,6 +146,7 @@ def judge(metric: str, row: dict[str, str]) -> Comparison:
     head_cache = {k: Measurement(warm, None, None, "v1") for k in cache}
     head_set = ResultSet(HEAD, "box", {**head_cache, **({key: after} if after else {})})
     [judged] = not_judged.mark_cache_states([judged], base_set, head_set)
+    [judged] = kernel_marks.mark_kernels([judged], base_set, head_set)
     disturbed = {"head": DisturbedBuild(HEAD, 12, 1.6, 3, 3)} if condition == "a disturbed side" else {}
     [judged] = not_judged.mark_disturbed([judged], disturbed)
     return judged

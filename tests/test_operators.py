@@ -19,11 +19,13 @@ from benchkit.cli import main
 from benchkit.cli import operators as operators_cli
 from benchkit.errors import UserError
 from benchkit.measure.operators import asv as op_asv
+from benchkit.measure.operators import kernels as op_kernels
 from benchkit.measure.operators import summary as op_summary
 from benchkit.measure.operators import timing as op_timing
 from benchkit.measure.operators import workload as op_workload
 from benchkit.measure.operators.log_format import parse_log_text
 from benchkit.measure.operators.suite import measure_operators
+from benchkit.util import torch_build_id
 
 REPO = Path(__file__).resolve().parent.parent
 PYTORCH_LOGS = Path(__file__).resolve().parent / "data" / "operator_inp_logs"  # PyTorch's folder layout
@@ -173,9 +175,9 @@ def test_quantiles_and_csv_like_operatorbench() -> None:
     rows = list(csv.reader(text.splitlines()))
     # operatorbench's columns first, in its order; benchkit's after them.
     assert rows[0] == ["Operator", "inductor 20th", "inductor 50th", "inductor 80th", "elapsed", "eager abs",
-                       "inductor abs", "inputs", "failed", "device", "statistic"]  # fmt: skip
+                       "inductor abs", "inputs", "failed", "device", "statistic", "kernels"]  # fmt: skip
     assert rows[1][:4] == ["aten.x.default", "1.800000", "3.000000", "4.200000"]
-    assert rows[1][-4:] == ["5", "1", "cuda", "median of repeats"]
+    assert rows[1][-5:] == ["5", "1", "cuda", "median of repeats", ""]  # no kernel recorded
     assert op_summary.summarize("aten.x.default", results[-1:], backends, 1.0) is None
 
 
@@ -221,7 +223,7 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     """One real compile_fx of aten.relu on CPU, accuracy-checked, then timed against eager."""
     log = parse_log_text(TINY_LOG, "tiny.txt")
     item = log.inputs_for("aten.relu.default")[0]
-    op_timing.configure_inductor_cache()
+    op_kernels.configure_inductor_cache()
     torch.set_num_threads(1)
     checked = op_timing.measure_inputs(
         [(torch.ops.aten.relu.default, item)], op_timing.MeasureOptions(accuracy_checking=True)
@@ -235,6 +237,32 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     assert timed.ok and timed.accuracy is None
     assert 0 < timed.eager_s < 0.01 and 0 < timed.compiled_s[0] < 0.01
     assert math.isfinite(timed.speedups[0])
+    # What inductor generated, recorded: the second compile of the same graph in this process
+    # (numbered otherwise in the code's comments) has the same hash; C++ kernels autotune nothing.
+    (kernel,) = timed.kernels
+    assert result.kernels == timed.kernels and len(kernel.code_hash) == 12
+    assert kernel.configs == () and kernel.fingerprint == kernel.code_hash
+
+
+def test_kernels_and_their_autotuning_live_in_benchkits_cache_per_torch_build_unless_cold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The setting that makes the kernel choice the same in every process timing a build: the
+    warm cache is benchkit's folder for this torch build (inductor keeps its autotune choices
+    and, unless told otherwise, Triton's binaries inside it); cold, a fresh folder holds both,
+    whatever Triton cache the environment names."""
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(name, "")  # restored after the test, whatever happens to it below
+        monkeypatch.delenv(name)
+    warm = op_kernels.configure_inductor_cache()
+    assert warm == Path(os.environ["BENCHKIT_CACHE_DIR"]) / "inductor" / torch_build_id()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(warm) and "TRITON_CACHE_DIR" not in os.environ
+    assert op_kernels.configure_inductor_cache() == warm  # every process of the build: the same
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
+    cold = op_kernels.configure_inductor_cache(cold=True)
+    assert cold != warm and cold.is_dir() and not any(cold.iterdir())
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cold)
+    assert os.environ["TRITON_CACHE_DIR"] == str(cold / "triton")
 
 
 def test_compiling_ahead_measures_what_compiling_in_turn_does(inductor_cache: Path) -> None:
@@ -271,6 +299,10 @@ def test_compiling_ahead_measures_what_compiling_in_turn_does(inductor_cache: Pa
     assert mm.results[0].error and mm.results[0].error.startswith("RuntimeError")
     assert masked_fill.skip_reason and not masked_fill.results
     assert [r.ok for r in add.results] == [True, True] and add.results[0].compile_s[0] > 0
+    # Each input's kernel record is its own compile's, on the background thread as on this one.
+    hashes = [[r.kernels[0].code_hash for r in o.results if r.ok] for o in ahead]
+    assert hashes == [[r.kernels[0].code_hash for r in o.results if r.ok] for o in in_turn]
+    assert len({relu.results[0].kernels[0].code_hash, *hashes[3]}) == 3
 
 
 def test_compiling_ahead_is_on_only_where_no_figure_feels_it() -> None:
@@ -316,6 +348,7 @@ def test_cli_writes_operatorbench_csv(
     assert all(float(row["inductor 50th"]) > 0 and float(row["eager abs"]) > 0 for row in rows)
     columns = {(row["device"], row["statistic"], row["inputs"]) for row in rows}
     assert columns == {("cpu", "fastest round", "1")}
+    assert len({row["kernels"] for row in rows}) == 2 and all(len(row["kernels"]) == 12 for row in rows)
 
 
 def test_cli_errors_are_one_line(
@@ -412,9 +445,9 @@ def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
     assert completed.returncode == 0, completed.stdout[-3000:]
     out = completed.stdout
     for method in ("track_compiled_over_eager", "track_eager_seconds", "track_compiled_seconds",
-                   "track_compile_seconds", "track_compile_cache_hit"):  # fmt: skip
+                   "track_compile_seconds", "track_compile_cache_hit", "track_kernel_hash"):  # fmt: skip
         assert method in out
-    assert out.count(" ok") >= 5 and "failed" not in out
+    assert out.count(" ok") >= 6 and "failed" not in out
     assert "8x64x512 f32" in out
 
 

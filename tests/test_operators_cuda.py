@@ -300,3 +300,33 @@ def test_gpu_check_compares_benchkit_csv_and_reference_json(tmp_path: Path) -> N
     assert "benchkit 30 s, reference 31 s" in out
     assert "within 5% of the reference: 2/2 (100%)" in compare(ref_path)  # A/A: a run against itself
     subprocess.run(["bash", "-n", str(REPO / "scripts" / "gpu_check.sh")], check=True)
+
+
+def test_gpu_check_compares_two_benchkit_runs_and_their_kernels(tmp_path: Path) -> None:
+    """The A/A of scripts/gpu_check.sh: two benchkit CSVs of one log, per operator the median
+    speedups and whether the two runs timed the same generated kernels."""
+    header = (
+        "Operator,inductor 20th,inductor 50th,inductor 80th,elapsed,eager abs,inductor abs,inputs,failed,"
+        "device,statistic,kernels\n"
+    )
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.write_text(
+        header + "aten.mm.default,1,1.450,2,2,0.001,0.0007,2,0,cuda,median of repeats,3fa2c1d09b4e\n"
+        "aten.copy_.default,1,0.820,1,1,0.001,0.001,2,0,cuda,median of repeats,0a0b0c0d0e0f\n"
+        "aten.gelu.default,1,0.950,1,1,0.001,0.001,2,0,cuda,median of repeats,\n"
+    )
+    second.write_text(
+        header + "aten.mm.default,1,1.460,2,2,0.001,0.0007,2,0,cuda,median of repeats,3fa2c1d09b4e\n"
+        "aten.copy_.default,1,1.000,1,1,0.001,0.001,2,0,cuda,median of repeats,77ab01c2d3e4\n"
+        "aten.gelu.default,1,0.951,1,1,0.001,0.001,2,0,cuda,median of repeats,\n"
+    )
+    command = [sys.executable, str(REPO / "scripts" / "gpu_compare.py"), "--title", "A/A"]
+    run = [*command, "--benchkit-csv", str(first), "--second-csv", str(second)]
+    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert "| aten.mm.default | 1.450 | 1.460 | +0.7% | yes |" in out
+    assert "| aten.copy_.default | 0.820 | 1.000 | +22.0% | no (0a0b0c0d0e0f → 77ab01c2d3e4) |" in out
+    assert "| aten.gelu.default | 0.950 | 0.951 | +0.1% | not recorded |" in out
+    assert "median speedup within 5% across the runs: 2/3 (67%)" in out
+    assert "the same generated kernels in both runs: 1/2 operators that recorded them" in out
+    both = subprocess.run([*run, "--reference-json", str(first)], capture_output=True, text=True)
+    assert both.returncode == 2 and "give one of --reference-json and --second-csv" in both.stderr

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchkit.cli.options import add_profile_options
 from benchkit.errors import UserError
+from benchkit.measure.operators.kernels import configure_inductor_cache
 from benchkit.measure.operators.suite import OperatorOutcome, measure_operators, warm_up_compiler
 from benchkit.measure.operators.summary import OperatorSummary, render_csv, summarize, summary_backend_names
 from benchkit.measure.operators.timing import (
@@ -19,7 +20,6 @@ from benchkit.measure.operators.timing import (
     INDUCTOR_CONFIG_PRESETS,
     Backend,
     MeasureOptions,
-    configure_inductor_cache,
 )
 from benchkit.measure.operators.workload import (
     SUITE_NAMES,
@@ -187,7 +187,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cold",
         action="store_true",
-        help="compile into a fresh, empty inductor cache (honest compile times)",
+        help="compile and autotune into fresh, empty inductor and Triton caches (honest compile "
+        "times; kernels and autotuning choices made afresh) instead of benchkit's cache for this torch build",
     )
     parser.set_defaults(func=run_command)
 

@@ -29,9 +29,13 @@ from collections.abc import Callable, Collection, Sequence
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import MetricKind
 from benchkit.report.excursions import DisturbedBuild, disturbed_builds
+from benchkit.report.kernel_marks import label_step
+from benchkit.report.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
+from benchkit.report.kernels import is_kernel_record
 from benchkit.report.noise import INSTRUCTIONS_SIGMA, build_shift, case_of, round_drifts, value_sigma
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
 from benchkit.report.segments import FALSE_STEP_RATE, fit_levels
+from benchkit.report.step_types import Step
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
@@ -44,34 +48,15 @@ LABEL_MEANINGS = {
     "wall time only": "the wall time stepped, the instruction count did not: memory, threads or the machine",
     "counts only": "the instruction count stepped at no visible cost in wall time",
     OUTLIER: "one build away from the level its neighbours share, and back after it: not a step",
-    "-": "no pair metric to label by (operator timings, other tracked numbers)",
+    **KERNEL_LABEL_MEANINGS,
+    "-": "no pair metric to label by (eager operator timings, other tracked numbers, operator "
+    "results without the generated-kernel record)",
     NOT_JUDGED: "one build on a side of the step: nothing shows how far each level spreads",
     "cache state differed": "a compile time between builds compiled in different inductor cache "
     "states (cold vs warm): only shows which one compiled",
     DISTURBED: "a build whose wall times all moved together, alone and back, while its instruction "
     "counts did not: the machine's doing; its wall times make no steps",
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    name: str
-    env: str
-    metric: str
-    before: str  # last commit of the old level
-    after: str  # first commit of the new level
-    exact: bool  # `after` directly follows `before` in the history: the step is that commit's
-    value_before: float
-    value_after: float
-    change: float  # relative: value_after / value_before - 1
-    low: float | None  # INTERVAL_LEVEL interval of `change`; None: no level has the builds
-    high: float | None  # to show its spread (e.g. one build on each side of the step)
-    position: int  # index of `after` in the history
-    label: str = ""  # a joint label from LABELS; "" when the case has no pair metric
-    reason: str = ""  # why the step is not judged beyond its sides, e.g. the cache state differed
-
-    def as_json(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
 
 
 def _level_sigmas(groups: Sequence[Sequence[float]], sigma: float | None) -> list[float | None]:
@@ -189,8 +174,8 @@ def changepoints(
     by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
     loose: list[Step] = []
     for name, env in keys:
-        if is_cache_record(name):
-            continue  # the inductor cache state of a compile, not performance
+        if is_cache_record(name) or is_kernel_record(name):
+            continue  # the inductor cache state of a compile or its kernel's hash, not performance
         column = [r.measurements.get((name, env)) for r in history]
         versions = [m.version for m in column if m is not None and m.version]
         latest = versions[-1] if versions else None
@@ -215,7 +200,7 @@ def changepoints(
             labelled += _label_case(counts, walls)
         else:
             labelled += counts + walls
-    labelled = [_cache_reason(s, history) for s in labelled]
+    labelled = [label_step(_cache_reason(s, history), history) for s in labelled]
     return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
 
 

@@ -16,8 +16,11 @@ each metric by its own noise:
   A configured factor (``--factor 1.10``) replaces the
   MDC as the threshold, which the MDC must then be below.
 * **ratio** (any other tracked number, e.g. an operator's compiled/eager time
-  ratio, lower is better): a relative threshold (default 10%), since each is a
-  quotient of two timings without samples.
+  ratio, lower is better): one number per build without samples, so by default, as a
+  wall time without rounds, its own MDC from the history's spread (for an operator
+  figure, the pairs of builds that ran the same generated kernel:
+  `benchkit.report.kernels`); without a history, insufficient data within 10% and a
+  failure beyond it. A configured threshold (``ratio = 0.10``) replaces the MDC.
 
 Every metric is also held to its MDC (docs/verdicts.md): a change beyond the
 threshold but within noise is **can't tell**; a change within the threshold is
@@ -103,6 +106,7 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
     Status,
 )
 from benchkit.report.check_types import Comparison, Verdict
+from benchkit.report.kernel_marks import mark_kernels
 from benchkit.report.noise import HistoryNoise, PairNoise, history_sigmas, pair_noise
 from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
 from benchkit.report.run_summary import settings_differences
@@ -170,7 +174,7 @@ def compare_pair(
         unit = units.get(benchmark_key(name))
         before, after = base.measurements.get((name, env)), head.measurements.get((name, env))
         out.append(compare_one(name, env, unit, before, after, config, pair))
-    return mark_cache_states(out, base, head), pair
+    return mark_kernels(mark_cache_states(out, base, head), base, head), pair
 
 
 def compare(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from benchkit.names import MetricKind
+from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.check_config import METRIC_LABELS
 from benchkit.report.check_types import Comparison
 
@@ -40,6 +40,8 @@ def format_value(m: Measurement | None, unit: str | None) -> str:
     assert m.value is not None
     if unit == "instructions":
         return f"{m.value:,.0f}"
+    if unit == Metric.KERNEL_HASH.unit and m.value == int(m.value):
+        return f"{int(m.value):012x}"
     err = get_err(m.value, m.stats) if m.stats else None
     return str(asv_util.human_value(m.value, unit, err=err))
 
@@ -83,6 +85,9 @@ def markdown_table(rows: Sequence[Comparison], show_env: bool = False) -> list[s
     for c in rows:
         ratio = c.ratio
         change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status.value
+        metric = BenchmarkName.parse(c.name).metric
+        if metric is not None and metric.is_record:  # a cache state or a hash: no change to size
+            change = "-"
         cells = [
             f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
             METRIC_LABELS[c.metric],

@@ -14,7 +14,9 @@ So each benchmark gets a noise estimate ``sigma``, the standard deviation of
 * otherwise the largest known of: the **history** (consecutive measured commits are
   de-facto A/A pairs for a case whose instruction count did not move between them, for
   wall time, or robustly all consecutive pairs for instructions and ratios: a MAD ignores
-  the few real steps; a wall time short of pairs gets the machine's, pooled) and, for
+  the few real steps; an operator figure that depends on the generated kernel counts only
+  pairs that ran the same kernel, when both recorded it (`benchkit.report.kernels`); a wall
+  time short of pairs gets the machine's, pooled) and, for
   instruction counts, the Callgrind **prior**. A wall time's own samples are no source:
   within one process they understate the noise between processes.
 
@@ -31,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import BenchmarkName, Metric, MetricKind
+from benchkit.report.kernels import kernel_changed
 from benchkit.stats import (
     ALPHA,
     MEDIAN_EFFICIENCY,
@@ -140,7 +143,9 @@ def history_sigmas(
     """(sigma, pairs, source) per benchmark from consecutive commits of `history` (oldest first).
 
     For wall time a pair counts only when the case's instruction count did not move
-    (a de-facto A/A pair); a wall time without a count uses every pair. A wall time with
+    (a de-facto A/A pair); a wall time without a count uses every pair. For an operator
+    figure of the generated kernel a pair counts only when both builds ran the same kernel
+    (or either did not record it). A wall time with
     fewer than MIN_PAIRS pairs of its own gets the machine's: the pooled spread of every
     wall time's pairs. Between two builds a benchmark moves by more than its samples and
     rounds show (each build is another process, another memory layout: single benchmarks of
@@ -154,6 +159,8 @@ def history_sigmas(
             if d is None:
                 continue
             if metric_of(key[0]) == MetricKind.WALL_TIME and counts_moved(a, b, key, count_threshold):
+                continue
+            if kernel_changed(a, b, *key):  # a new kernel: no A/A pair for what it generated
                 continue
             diffs.setdefault(key, []).append(d)
     out = {}

@@ -41,11 +41,15 @@ class History:
     def config(self) -> Path:
         return self.root / "asv.conf.json"
 
-    def bench(self, name: str, unit: str, repeat: int | None = None) -> None:
-        """`repeat`: samples per asv round, as benchmarks.json records it (the gate cuts rounds by it)."""
-        kind = "time" if unit == "seconds" else "track"
+    def bench(
+        self, name: str, unit: str, repeat: int | None = None, params: list[list[str]] | None = None
+    ) -> None:
+        """`repeat`: samples per asv round, as benchmarks.json records it (the gate cuts rounds by
+        it); `params`: one parameter, ``input``, with these values (as the operator suite's)."""
+        kind = "time" if unit == "seconds" and not params else "track"
         self.benchmarks[name] = {
-            "name": name, "unit": unit, "type": kind, "params": [], "param_names": [], "version": "v1",
+            "name": name, "unit": unit, "type": kind, "params": params or [],
+            "param_names": ["input"] if params else [], "version": "v1",
             **({"repeat": repeat} if repeat else {}),
         }  # fmt: skip
 

@@ -11,8 +11,11 @@ Differences, all deliberate: logs are parsed without ``eval``
 CPU path is first class and built for repeatability on shared machines (one
 thread, call-by-call alternation, rounds spread over all inputs, fastest round
 kept; see `measure_inputs`), compile time is measured per input, the inductor
-cache lives in benchkit's cache (per torch build) so repeated runs are warm,
-and ops that inductor only hands back to aten ("fallbacks") are skipped with
-that reason because their ratio measures nothing but wrapper overhead.
+and Triton caches live in benchkit's cache (per torch build) so every process of
+a build times the same kernels and autotuning choices, what inductor generated is
+recorded per input (`benchkit.measure.operators.kernels`), eager and compiled are
+replayed from CUDA graphs on CUDA, and ops that inductor only hands back to aten
+("fallbacks") are skipped with that reason because their ratio measures nothing
+but wrapper overhead. docs/operators.md lists every difference and why.
 
 The package imports torch lazily: asv and ``benchkit --help`` import it."""

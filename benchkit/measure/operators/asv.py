@@ -28,8 +28,9 @@ from typing import Any
 from benchkit import settings
 from benchkit.errors import UserError
 from benchkit.measure import selection as asv_selection
+from benchkit.measure.operators.kernels import GeneratedKernel, configure_inductor_cache
 from benchkit.measure.operators.suite import measure_suite
-from benchkit.measure.operators.timing import MeasureOptions, configure_inductor_cache
+from benchkit.measure.operators.timing import InputMeasurement, MeasureOptions
 from benchkit.measure.operators.workload import asv_workload, input_labels
 from benchkit.names import OPERATOR_METRICS, BenchmarkName
 from benchkit.util import atomic_write_json, cache_dir, child_env, content_key, progress_bar, torch_build_id
@@ -120,10 +121,12 @@ def measure_default_set_for_asv(
     first process compiles (or loads from the cache), so its compile times are
     the ones recorded.
 
-    ``BENCHKIT_INDUCTOR_COLD=1`` compiles into a fresh empty inductor cache
-    (honest compile times); otherwise the per-torch-build cache is used, so
-    only the first run for a commit compiles. ``BENCHKIT_OPERATOR_PROCESSES``
-    and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override the defaults;
+    The timing processes share one inductor cache (`benchkit.measure.operators.kernels`):
+    the per-torch-build one, so only the first run for a commit compiles and autotunes; with
+    ``BENCHKIT_INDUCTOR_COLD=1`` a fresh empty one for this run (honest compile times). Either
+    way every process times the kernels and launch configs the first one chose.
+    ``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override
+    the defaults;
     ``BENCHKIT_OPERATORS_JSON`` names a file that also receives the result
     (scripts/bench_operators.py compares runs with it). ``operators`` limits the
     timing to those operators of the default set (an asv ``-b`` selection).
@@ -231,6 +234,7 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
                     "compile_s": m.compile_s[0] if m.compile_s else math.nan,
                     # 1.0: the compile found its kernels in inductor's cache (warm), 0.0: cold
                     "compile_cache_hit": float(m.compile_cached[0]) if m.compile_cached else math.nan,
+                    **_kernel_fields(m),
                     "error": m.error,
                 }
                 for label, m in zip(input_labels(items), measurements, strict=True)
@@ -239,12 +243,27 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
     return data
 
 
+def _kernel_fields(measurement: InputMeasurement) -> dict[str, Any]:
+    """What inductor generated for the input (the first backend, the one asv records): the
+    fingerprint as the number asv stores (0: not recorded, which is no failure: a record is
+    no measurement), and its parts for a reader of the JSON."""
+    kernel = measurement.kernels[0] if measurement.kernels else GeneratedKernel("")
+    return {
+        "kernel_hash": float(int(kernel.fingerprint, 16)) if kernel.fingerprint else 0.0,
+        "kernel": kernel.fingerprint or None,
+        "kernel_code": kernel.code_hash or None,
+        "kernel_configs": list(kernel.configs),
+    }
+
+
 def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per input, the median over processes of eager and compiled seconds.
 
     An input that failed in any process is reported failed (with the first
     error): a failure that comes and goes is worth seeing, not averaging away.
-    Compile seconds and their cache state are the first process's, the one that compiled.
+    Compile seconds and their cache state are the first process's, the one that compiled;
+    so is the generated kernel, with each process's beside it (they share one cache, so they
+    agree unless a cache was not used).
     """
     first = runs[0]
     combined: dict[str, Any] = {
@@ -266,8 +285,10 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "compiled_s": statistics.median(r["compiled_s"] for r in per_process),
                 "compile_s": result["compile_s"],
                 "compile_cache_hit": result.get("compile_cache_hit", math.nan),
+                **{key: value for key, value in result.items() if key.startswith("kernel")},
                 "error": error,
                 "per_process": [[r["eager_s"], r["compiled_s"]] for r in per_process],
+                "kernel_per_process": [r.get("kernel") for r in per_process],
             }
         combined["operators"][name] = {"inputs": inputs}
     return combined

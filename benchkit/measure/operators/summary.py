@@ -9,6 +9,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from benchkit.measure.operators.kernels import combined_fingerprint
 from benchkit.measure.operators.timing import Backend, InputMeasurement
 from benchkit.stats import QUANTILES, quantiles
 
@@ -22,6 +23,10 @@ class OperatorSummary:
     mean_seconds: tuple[float, ...]  # eager, then each backend
     measured: int
     failed: int
+    # One hash of what inductor generated for every measured input (each backend's code and
+    # autotuned configs, `benchkit.measure.operators.kernels`): equal in two runs when both
+    # timed the same kernels. "" when no input recorded one.
+    kernels: str = ""
 
 
 def summarize(
@@ -46,6 +51,7 @@ def summarize(
         tuple(means),
         len(measured),
         len(results) - len(measured),
+        combined_fingerprint([kernel for r in measured for kernel in r.kernels]),
     )
 
 
@@ -62,6 +68,7 @@ def csv_header(backend_names: Sequence[str]) -> list[str]:
         "failed",
         "device",
         "statistic",
+        "kernels",
     ]
 
 
@@ -77,7 +84,7 @@ def render_csv(
             row += [f"{low:.6f}", f"{mid:.6f}", f"{high:.6f}"]
         row.append(f"{summary.elapsed_s:.1f}")
         row += [f"{seconds:.8f}" for seconds in summary.mean_seconds]
-        row += [str(summary.measured), str(summary.failed), device, statistic]
+        row += [str(summary.measured), str(summary.failed), device, statistic, summary.kernels]
         writer.writerow(row)
     return buffer.getvalue()
 

@@ -3,20 +3,15 @@ on the CPU; on CUDA operatorbench's method (CUDA graphs, inductor's GPU benchmar
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import enum
 import functools
 import logging
 import math
-import os
-import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from benchkit.measure.operators.clocks import (
@@ -26,8 +21,14 @@ from benchkit.measure.operators.clocks import (
 )
 from benchkit.measure.operators.index_inputs import with_valid_indices
 from benchkit.measure.operators.inputs import OperatorInput, UnsupportedInputError
+from benchkit.measure.operators.kernels import (
+    GeneratedKernel,
+    OutputCode,
+    collecting_output_code,
+    generated_kernel,
+    inductor_cache_files,
+)
 from benchkit.measure.operators.materialize import input_seed, materialize
-from benchkit.util import cache_dir, torch_build_id
 
 # Timing rounds per input; the fastest round per model is kept (the median on CUDA).
 # scripts/bench_operators.py measures how far the default set's median speedups
@@ -129,6 +130,8 @@ class InputMeasurement:
     compile_s: tuple[float, ...] = ()
     # Per backend: the compile found every kernel in inductor's cache (wrote nothing to it).
     compile_cached: tuple[bool, ...] = ()
+    # Per backend: what inductor generated (its code hash and autotuned configs).
+    kernels: tuple[GeneratedKernel, ...] = ()
     accuracy: str | None = None  # "ok" / "mismatch: ..." when checked
     error: str | None = None
 
@@ -139,34 +142,6 @@ class InputMeasurement:
     @property
     def speedups(self) -> tuple[float, ...]:
         return tuple(self.eager_s / c for c in self.compiled_s)
-
-
-def configure_inductor_cache(*, cold: bool = False) -> Path:
-    """Point inductor's on-disk cache at benchkit's cache (or a fresh empty dir when cold).
-
-    Warm: ``<benchkit cache>/inductor/<torch build>``, so a second run of the
-    same torch build finds every kernel already compiled (compile once per
-    commit), while different builds never share kernels. A user-set
-    ``TORCHINDUCTOR_CACHE_DIR`` wins. Must run before the first compile in the
-    process: inductor reads the variable once.
-    """
-    if cold:
-        path = Path(tempfile.mkdtemp(prefix="benchkit-inductor-cold-"))
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
-        return path
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor", torch_build_id()))
-    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-
-
-def _inductor_cache_files() -> int:
-    """Files in inductor's on-disk cache (lock files aside): a compile that adds none found
-    every kernel there already (a warm cache)."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
-
-    root = Path(inductor_cache_dir())
-    return sum(1 for p in root.rglob("*") if "locks" not in p.relative_to(root).parts and p.is_file())
 
 
 def _tensor_leaves(args: Any, kwargs: Any) -> list[Any]:
@@ -250,6 +225,7 @@ class CompiledInput:
     compiled: list[Callable[..., Any]]  # one per backend
     compile_s: tuple[float, ...]
     compile_cached: tuple[bool, ...] = ()
+    outputs: tuple[OutputCode, ...] = ()  # per backend: the code it generated or loaded
 
 
 @dataclass
@@ -263,6 +239,7 @@ class _Prepared:
     compile_s: tuple[float, ...]
     accuracy: str | None
     compile_cached: tuple[bool, ...] = ()
+    outputs: tuple[OutputCode, ...] = ()
     # CUDA: the inputs, made on the device once per input and process (the models'
     # CUDA graphs are bound to them); None on the CPU, where every round makes new ones.
     device_inputs: list[Any] | None = None
@@ -293,14 +270,17 @@ def _compile(graph: _Graph, options: MeasureOptions) -> CompiledInput:
     compiled: list[Callable[..., Any]] = []
     compile_seconds: list[float] = []
     cached: list[bool] = []
+    outputs: list[OutputCode] = []
     for backend in options.backends:
-        files = _inductor_cache_files() if options.record_cache_state else 0
+        files = inductor_cache_files() if options.record_cache_state else 0
         started = time.perf_counter()
-        compiled.append(compile_fx(graph.gm, graph.gm_args, config_patches=dict(backend.config_patches)))
+        with collecting_output_code() as output:
+            compiled.append(compile_fx(graph.gm, graph.gm_args, config_patches=dict(backend.config_patches)))
         compile_seconds.append(time.perf_counter() - started)
+        outputs.append(output)
         if options.record_cache_state:
-            cached.append(_inductor_cache_files() == files)
-    return CompiledInput(graph, compiled, tuple(compile_seconds), tuple(cached))
+            cached.append(inductor_cache_files() == files)
+    return CompiledInput(graph, compiled, tuple(compile_seconds), tuple(cached), tuple(outputs))
 
 
 def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
@@ -312,14 +292,12 @@ def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
         accuracy = "; ".join(
             _check_accuracy(graph.operator, graph.item, options, graph.gm, model) for model in entry.compiled
         )
-    if options.device != "cuda":
-        return _Prepared(
-            graph.index, graph.operator, graph.item, models, entry.compile_s, accuracy, entry.compile_cached
-        )
-    if options.cudagraphs:
+    cuda = options.device == "cuda"
+    if cuda and options.cudagraphs:
         from torch._dynamo.backends.cudagraphs import cudagraphs_inner
 
-        # Replays read and write the very tensors captured: no copies, as operatorbench.
+        # Replays read and write the very tensors captured: no copies (operatorbench captures
+        # its nvfuser variant so).
         models = [cudagraphs_inner(m, graph.gm_args, copy_outputs=False, copy_inputs=False) for m in models]
     return _Prepared(
         graph.index,
@@ -329,7 +307,8 @@ def _finish(entry: CompiledInput, options: MeasureOptions) -> _Prepared:
         entry.compile_s,
         accuracy,
         entry.compile_cached,
-        graph.gm_args,
+        entry.outputs,
+        graph.gm_args if cuda else None,
     )
 
 
@@ -459,6 +438,8 @@ def time_compiled(
             compiled_s=tuple(best[1:]),
             compile_s=entry.compile_s,
             compile_cached=entry.compile_cached,
+            # read after the rounds: a Triton kernel autotunes on its first call
+            kernels=tuple(generated_kernel(output) for output in entry.outputs),
             accuracy=entry.accuracy,
         )
         if progress is not None:

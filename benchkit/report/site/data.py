@@ -44,6 +44,7 @@ OPERATOR_RESULT_FIELDS = {
     Metric.COMPILED_SECONDS: "compiled_s",
     Metric.COMPILE_SECONDS: "compile_s",
     Metric.COMPILE_CACHE_HIT: "compile_cache_hit",  # the cache state, shown nowhere as a timing
+    Metric.KERNEL_HASH: "kernel_hash",  # what inductor generated, likewise
 }
 
 
