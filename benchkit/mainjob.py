@@ -374,15 +374,15 @@ def _run_main_job(
     for found in damaged or ():
         problems.append(f"--skip-damaged: left out {found.describe()}")
         code = max(code, 1)
-    minutes = progress.elapsed / 60
+    took = f"{progress.elapsed / 60:.1f} min ({progress.elapsed:.0f} s)"
     where = (
         f"Site: {html_dir / 'index.html'}\n"
         f"View it with `asv preview` (from {conf_path.parent}) or any static file server."
     )
     if problems:
         listed = "".join(f"\n  - {problem}" for problem in problems)
-        outcome = f"finished with {len(problems)} problem(s) in {minutes:.1f} min:{listed}"
+        outcome = f"finished with {len(problems)} problem(s) in {took}:{listed}"
     else:
-        outcome = f"finished in {minutes:.1f} min: every build measured."
+        outcome = f"finished in {took}: every build measured."
     print(f"\nbenchkit main {outcome}\n{where}", file=sys.stderr)
     return code

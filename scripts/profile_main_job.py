@@ -60,15 +60,16 @@ def steps_of(log: str) -> dict[str, float]:
         done = DONE.match(line.strip())
         if done:
             exit_status, total = int(done.group(1)), int(done.group(2))
-    job_end = re.search(r"benchkit main finished (?:with .*? )?in ([\d.]+) min", log)
+    job_end = re.search(r"benchkit main finished (?:with .*? )?in ([\d.]+) min(?: \((\d+) s\))?", log)
     if 1 not in starts or job_end is None:
         raise SystemExit("the log holds no finished main job (no step lines or no 'finished' line)")
-    job_seconds = float(job_end.group(1)) * 60
+    # seconds where the job says them; an older job says tenths of minutes only
+    job_seconds = float(job_end.group(2)) if job_end.group(2) else float(job_end.group(1)) * 60
     found: dict[str, float] = {"install.sh": float(total) - job_seconds if total is not None else 0.0}
     ordered = sorted(starts)
     for i, number in enumerate(ordered):
         end = starts[ordered[i + 1]] if i + 1 < len(ordered) else job_seconds
-        found[STEP_NAMES[number]] = float(end - starts[number])
+        found[STEP_NAMES[number]] = max(0.0, float(end - starts[number]))
     found["total (install included)"] = float(total) if total is not None else job_seconds
     found["exit status"] = float(exit_status or 0)
     return found
@@ -171,7 +172,7 @@ def table(profiles: list[dict[str, Any]]) -> str:
     rows: list[tuple[str, list[str]]] = []
     step_names = ["install.sh", *STEP_NAMES.values()]
     for name in step_names:
-        rows.append((f"**{name}**", [f"{p['steps'].get(name, 0):.0f}" for p in profiles]))
+        rows.append((f"**{name}**", [f"{max(0.0, p['steps'].get(name, 0)):.0f}" for p in profiles]))
         if name == STEP_NAMES[3]:
             phases = sorted({ph for p in profiles for b in p["builds"].values() for ph in b["phases"]})
             for phase in phases:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """One benchmark's verdict."""
 
     # both sides had numbers and were compared

@@ -158,7 +158,7 @@ def _history(root: Path) -> list[tuple[str, str, int, dt.datetime]]:
     repo = HistoryRepo(root / ".benchkit" / "torch-history")
     repo.init()
     rng = random.Random(1)
-    start = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
     builds = [("main", i, start + dt.timedelta(days=i)) for i in range(BUILDS)]
     builds += [("my-pr", BUILDS, start + dt.timedelta(days=BUILDS))]
     builds += [("no-counts", BUILDS, start + dt.timedelta(days=BUILDS + 1))]

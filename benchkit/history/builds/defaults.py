@@ -82,7 +82,7 @@ def _date_repacked_first(picks: list[Pick]) -> list[Pick]:
         return picks
     if _release_key(newer.record.torch_version) < _release_key(installed.record.torch_version):
         return picks  # compared with an older release: the install's later date orders it right
-    day_before = dt.datetime.fromtimestamp(_ts(newer.record.build_date) - 86400, dt.timezone.utc)
+    day_before = dt.datetime.fromtimestamp(_ts(newer.record.build_date) - 86400, dt.UTC)
     date = day_before.strftime("%Y-%m-%dT%H:%M:%SZ")
     newer_version = newer.record.torch_version
     how = f"{installed.how} (dated {date}, a day before torch {newer_version}: an install has no build date)"

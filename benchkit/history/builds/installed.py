@@ -93,7 +93,7 @@ def repack_installed(torch: InstalledTorch) -> Path:
     ]  # fmt: skip
     kept.sort(key=lambda row: (row[0].startswith(info_name + "/"), row[0]))
     # The wheel is dated by torch/version.py's file time (pip writes it at install time).
-    stamp = dt.datetime.fromtimestamp((torch.site / "torch/version.py").stat().st_mtime, dt.timezone.utc)
+    stamp = dt.datetime.fromtimestamp((torch.site / "torch/version.py").stat().st_mtime, dt.UTC)
     date_time = (max(stamp.year, 1980), stamp.month, stamp.day, stamp.hour, stamp.minute, stamp.second)
     new_record = io.StringIO()
     writer = csv.writer(new_record, lineterminator="\n")

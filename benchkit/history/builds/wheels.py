@@ -93,7 +93,7 @@ def read_wheel_info(path: str | os.PathLike[str]) -> WheelInfo:
     if not isinstance(version, str) or not isinstance(git_version, str):
         raise UserError(f"{path}: torch/version.py lacks __version__ or git_version")
     cuda = values.get("cuda")
-    build_date = dt.datetime(*entry.date_time, tzinfo=dt.timezone.utc)
+    build_date = dt.datetime(*entry.date_time, tzinfo=dt.UTC)
     return WheelInfo(path, version, git_version, cuda if isinstance(cuda, str) else None, build_date)
 
 

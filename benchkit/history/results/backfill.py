@@ -213,7 +213,7 @@ def save_outcome(target: Target, commit: str, date_ms: int, outcome: Mapping[str
     params = {"machine": target.machine, "arch": fp["arch"], "python": python}
     results = Results(params, {}, commit, date_ms, python, target.env_name, {})
     counts = outcome.get("counts", {})
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     numbers = failures = 0
     for key, bench in target.benchmarks.items():
         entry = counts.get(key) or {}

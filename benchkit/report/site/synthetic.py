@@ -166,7 +166,7 @@ def make_project(
     root.mkdir(parents=True, exist_ok=True)
     history = HistoryRepo(root / "history")
     history.init()
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     hashes: list[tuple[str, int]] = []
     for i in range(commits):
         date = start + dt.timedelta(days=i)
