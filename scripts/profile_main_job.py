@@ -244,6 +244,7 @@ def main() -> int:
     read.add_argument("--since", type=float, default=0.0, help="only results files written after (epoch s)")
     read.add_argument("--label", required=True)
     read.add_argument("--commit", required=True, help="the benchkit commit that ran")
+    read.add_argument("--exit-status", type=int, required=True, help="what the job exited with")
     sub.add_parser("table", help="write docs/measurements/main-job-profile.md from the profiles")
     args, main_args = parser.parse_known_args()
     main_args = [a for a in main_args if a != "--"]
@@ -260,6 +261,7 @@ def main() -> int:
                 print(f"profile: {label}: {profile['steps']['total (install included)']:.0f} s", flush=True)
     if args.command == "read":
         profile = profile_of(args.label, args.commit, [], args.log.read_text(), args.results, args.since)
+        profile["steps"]["exit status"] = float(args.exit_status)
         PROFILES.write_text(json.dumps([*_load(), profile], indent=1) + "\n")
     TABLE.write_text(table(_load()))
     print(f"wrote {TABLE.relative_to(REPO_ROOT)}")
