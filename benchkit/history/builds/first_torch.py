@@ -48,9 +48,8 @@ def _torch_installed() -> bool:
     return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
 
 
-def choose_source(torch_index: str | None) -> tuple[PipSource, bool]:
-    """pip's sources with the torch index added and the silent indexes left out; and whether the
-    torch index answered."""
+def choose_source(torch_index: str | None) -> PipSource:
+    """pip's sources with the torch index added and the indexes that do not answer left out."""
     configured = indexes.configured_indexes()
     urls = [configured.index_url, *configured.extra_index_urls]
     if torch_index:
@@ -58,10 +57,9 @@ def choose_source(torch_index: str | None) -> tuple[PipSource, bool]:
     choice = indexes.choose(urls)
     for note in choice.notes():
         _say(note)
-    answered = bool(torch_index) and torch_index in choice.answering
     if choice.left_out:
-        return PipSource(environ=tuple(indexes.pip_environ(choice).items())), answered
-    return PipSource(extra_index_urls=(torch_index,) if answered and torch_index else ()), answered
+        return PipSource(environ=tuple(indexes.pip_environ(choice).items()))
+    return PipSource(extra_index_urls=(torch_index,) if torch_index else ())
 
 
 def cpu_requirement(source: PipSource) -> str | None:
@@ -90,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu = has_nvidia_gpu()
     torch_index = None if gpu else (args.torch_index_url or indexes.PYTORCH_CPU_INDEX)
     try:
-        source, _ = choose_source(torch_index)
+        source = choose_source(torch_index)
         if _torch_installed():
             _say("torch is installed already: kept")
         elif gpu:
