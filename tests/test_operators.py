@@ -258,6 +258,12 @@ def test_kernels_and_their_autotuning_live_in_benchkits_cache_per_torch_build_un
     assert warm == Path(os.environ["BENCHKIT_CACHE_DIR"]) / "inductor" / torch_build_id()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(warm) and "TRITON_CACHE_DIR" not in os.environ
     assert op_kernels.configure_inductor_cache() == warm  # every process of the build: the same
+    # A folder the user chose holds one folder per build (kernels keyed by their source would
+    # otherwise be found by the next build); the processes it starts keep that folder.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/chosen/inductor")
+    mine = op_kernels.configure_inductor_cache()
+    assert mine == Path("/chosen/inductor") / torch_build_id()
+    assert op_kernels.configure_inductor_cache() == mine
     monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
     cold = op_kernels.configure_inductor_cache(cold=True)
     assert cold != warm and cold.is_dir() and not any(cold.iterdir())

@@ -134,7 +134,8 @@ class Noise:
         return self.change is not None
 
     def detects(self, log_ratio: float) -> bool:
-        return self.sigma is not None and abs(log_ratio) >= self.critical * self.sigma
+        # No change is never "beyond noise", even where the noise is zero.
+        return self.sigma is not None and log_ratio != 0 and abs(log_ratio) >= self.critical * self.sigma
 
 
 def history_sigmas(

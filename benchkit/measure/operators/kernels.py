@@ -162,11 +162,13 @@ def configure_inductor_cache(*, cold: bool = False) -> Path:
     """Point inductor's on-disk cache (and with it Triton's and the autotune choices) at
     benchkit's cache for this torch build, or at a fresh empty folder when `cold`.
 
-    Warm: ``<benchkit cache>/inductor/<torch build>``; a user-set ``TORCHINDUCTOR_CACHE_DIR``
-    (and ``TRITON_CACHE_DIR``) wins. Cold: a new folder, Triton's cache inside it whatever
-    the environment says, deleted at exit. Child processes inherit the choice through the
-    environment. Must run before the first compile in the process: inductor reads the
-    variables once.
+    Warm: ``<benchkit cache>/inductor/<torch build>``, or ``<TORCHINDUCTOR_CACHE_DIR>/<torch
+    build>`` where the user set that variable (a user-set ``TRITON_CACHE_DIR`` is kept): builds
+    never share a cache, since inductor's C++ kernel cache is keyed by the generated source and
+    a second build would find the first one's kernels. Cold: a new folder, Triton's cache inside
+    it whatever the environment says, deleted at exit. Child processes inherit the choice
+    through the environment (a folder already named after the build is kept as it is). Must run
+    before the first compile in the process: inductor reads the variables once.
     """
     if cold:
         path = Path(tempfile.mkdtemp(prefix="benchkit-inductor-cold-"))
@@ -174,9 +176,14 @@ def configure_inductor_cache(*, cold: bool = False) -> Path:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
         os.environ["TRITON_CACHE_DIR"] = str(path / "triton")
         return path
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor", torch_build_id()))
-    return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    build = torch_build_id()
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not chosen:
+        path = cache_dir("inductor", build)
+    else:
+        path = Path(chosen) if Path(chosen).name == build else Path(chosen) / build
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+    return path
 
 
 def inductor_cache_files() -> int:
