@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -34,7 +35,11 @@ OUT = REPO / "docs" / "measurements" / "ci-time.md"
 
 def _machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores, {memory:.0f} GiB, {platform.system()} {platform.machine()}"
+    try:  # the tests' results depend on it (default builds, CUDA or CPU wheels)
+        torch = f", torch {importlib.metadata.version('torch')} installed"
+    except importlib.metadata.PackageNotFoundError:
+        torch = ", no torch installed"
+    return f"{os.cpu_count()} cores, {memory:.0f} GiB, {platform.system()} {platform.machine()}{torch}"
 
 
 class DiskPeak(threading.Thread):
