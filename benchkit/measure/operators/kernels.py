@@ -178,10 +178,8 @@ def configure_inductor_cache(*, cold: bool = False) -> Path:
         return path
     build = torch_build_id()
     chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not chosen:
-        path = cache_dir("inductor", build)
-    else:
-        path = Path(chosen) if Path(chosen).name == build else Path(chosen) / build
+    root = Path(chosen) if chosen else cache_dir("inductor")
+    path = root if root.name == build else root / build  # inductor creates it on first use
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
     return path
 
