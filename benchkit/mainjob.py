@@ -17,14 +17,18 @@
    finds newly failing or vanished benchmarks or a regression, 2 when the gate
    cannot compare a whole metric; the site is published either way.
 
-Wall time: every ``time_wall`` runs in 12 asv rounds of 3 samples (the suite's own
-``rounds`` and ``repeat``; ``--rounds N`` changes the rounds), and asv interleaves the
-rounds across commits (round 12 of every torch build, then round 11 of every build, ...).
-Each round is a fresh process, so a build's wall time is 12 independent draws of what
-varies between processes (memory layout, the machine's load at that minute), and a slow
+Wall time: every ``time_wall`` first runs in 8 asv rounds of 3 samples per build, and asv
+interleaves the rounds across commits (round 8 of every torch build, then round 7 of every
+build, ...). Each round is a fresh process, so a build's wall time is independent draws of
+what varies between processes (memory layout, the machine's load at that minute), and a slow
 drift of the machine reaches every build alike instead of landing between two of them.
-The gate compares two builds round by round (`benchkit.stats.trimmed_test`); what it
-finds with 12 a side is measured in docs/verdicts.md.
+The gate compares two builds round by round (`benchkit.stats.trimmed_test`). After the first
+look (`benchkit.report.rounds_look`), the wall times whose verdict against their predecessor
+(or the baseline) is still open get more rounds on both builds, up to 24, in a second
+interleaved ``asv run --append-samples``; the others are decided and cost nothing more
+(`benchkit.stats.first_look`: the rule, and why the gate's false-alarm rate stays within its
+alpha). ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M``
+sets the cap. What the gate finds this way is measured in docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
 last reuses what the one before measured.
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,6 +51,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchkit import settings, settings_record
 from benchkit.errors import UserError
@@ -61,8 +67,11 @@ from benchkit.history.results.read import (
     read_results,
     set_aside_damaged,
 )
-from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND, WALL_TIME_ROUNDS
+from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, SAMPLES_PER_ROUND
 from benchkit.util import atomic_write_json, content_key
+
+if TYPE_CHECKING:
+    from benchkit.report.rounds_look import TopUp
 
 STEPS = 5
 
@@ -123,10 +132,13 @@ def ensure_machine(conf_path: Path, machine: str | None) -> str:
     return name
 
 
-def asv_run_args(commits: str, bench: Sequence[str], machine: str | None) -> list[str]:
+def asv_run_args(commits: str, bench: Sequence[str], machine: str | None, append: bool = False) -> list[str]:
     """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``. Rounds and samples are
-    the suite's own (the settings' ``wall_rounds``, in the environment, change the rounds)."""
+    the suite's own (the settings' ``wall_rounds``, in the environment, change the rounds).
+    `append`: add the new rounds' samples to the commits' results instead of replacing them."""
     args = ["run", commits, "--record-samples", "--show-stderr", "--interleave-rounds"]
+    if append:
+        args.append("--append-samples")
     for regex in bench:
         args += ["--bench", regex]
     if machine:
@@ -212,6 +224,41 @@ def _baseline_commit(
     return found[0]
 
 
+def _top_up(
+    top_up: TopUp,
+    added: int,
+    conf_path: Path,
+    run_settings: settings.Settings,
+    machine: str | None,
+    source: PipSource,
+    progress: _Progress,
+) -> int:
+    """`added` more interleaved rounds of the open wall times on their builds, appended to
+    the samples they have; asv's exit code (0 when nothing is open)."""
+    if not top_up.benchmarks:
+        return 0
+    progress.note(
+        f"{len(top_up.benchmarks)} wall time(s) still open: {added} more rounds on "
+        f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
+    )
+    regexes = ["^" + re.escape(name) + "$" for name in top_up.benchmarks]
+    asv = dataclasses.replace(
+        run_settings.asv,
+        wall_rounds=added,
+        selection=settings.Selection(settings.SelectionSource.GIVEN, uuid.uuid4().hex, tuple(regexes)),
+    )
+    env = {**settings.child_environ(dataclasses.replace(run_settings, asv=asv)), **dict(source.environ)}
+    with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
+        hashfile = Path(scratch) / "commits.txt"
+        hashfile.write_text("".join(f"{c}\n" for c in top_up.commits))
+        code = _asv(
+            asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append=True), conf_path, False, env
+        )
+    if code < 0:
+        raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
+    return code
+
+
 def publish(conf_path: Path, skip_damaged: bool = False, loaded: LoadedResults | None = None) -> Path:
     """asv's site plus benchkit's pages (`benchkit.report.site.publish`)."""
     from benchkit.report.site.publish import publish as publish_site
@@ -224,6 +271,7 @@ def run_main_job(
     builds: Sequence[str] | None = None,
     include_index: bool = True,
     rounds: int | None = None,
+    max_rounds: int | None = None,
     rerun: bool = False,
     bench: Sequence[str] = (),
     machine: str | None = None,
@@ -234,14 +282,19 @@ def run_main_job(
     baseline: str | None = None,
 ) -> int:
     """The job, holding the checkout's lock (a second job waits, or refuses without `wait`).
-    `baseline`: a tag or commit of main every measured build is also judged against."""
+    `baseline`: a tag or commit of main every measured build is also judged against.
+    `rounds`: every wall time's rounds, none added (default: a first look of
+    `FIRST_LOOK_ROUNDS`); `max_rounds`: the cap for open verdicts (default `MAX_ROUNDS`, or
+    `rounds` when that is given)."""
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found (run `benchkit main` in the benchkit checkout)")
     with job_lock(conf_path, wait):
+        first = rounds or FIRST_LOOK_ROUNDS
+        cap = max(first, max_rounds or (rounds or MAX_ROUNDS))
         return _run_main_job(
-            conf_path, builds, include_index, rounds, rerun, bench, machine, skip_damaged, source, checkout,
-            baseline,
+            conf_path, builds, include_index, (first, cap), rerun, bench, machine, skip_damaged, source,
+            checkout, baseline,
         )  # fmt: skip
 
 
@@ -249,7 +302,7 @@ def _run_main_job(
     conf_path: Path,
     builds: Sequence[str] | None,
     include_index: bool,
-    rounds: int | None,
+    looks: tuple[int, int],
     rerun: bool,
     bench: Sequence[str],
     machine: str | None,
@@ -258,7 +311,7 @@ def _run_main_job(
     checkout: Path | None,
     baseline: str | None,
 ) -> int:
-    from benchkit.report import job_verdict, run_summary
+    from benchkit.report import job_verdict, rounds_look, run_summary
 
     progress = _Progress()
     conf = load_asv_config(conf_path)  # read once: every step below is handed this
@@ -294,12 +347,16 @@ def _run_main_job(
                 progress.note(f"{row.commit}  torch {row.torch}  {built}")
         main_commits = repo.commits(history.MAIN_BRANCH)
 
+    baseline_commit = _baseline_commit(baseline, main_commits, tags)  # a wrong name fails before measuring
     progress.step(2, "asv machine description")
     machine_name = ensure_machine(conf_path, machine)
 
-    rounds = rounds or WALL_TIME_ROUNDS
+    rounds, max_rounds = looks
     mode = f"wall time in {rounds} interleaved rounds (processes) of {SAMPLES_PER_ROUND} samples per build"
-    ledger = Ledger(conf_path, [machine_name, f"rounds={rounds}x{SAMPLES_PER_ROUND}", *bench])
+    if max_rounds > rounds:
+        mode += f", up to {max_rounds} where a verdict is open"
+    rounds_key = f"rounds={rounds}x{SAMPLES_PER_ROUND}" + (f"..{max_rounds}" if max_rounds > rounds else "")
+    ledger = Ledger(conf_path, [machine_name, rounds_key, *bench])
     expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
     done = set() if rerun else ledger.finished()
     if done:  # a finished build whose results were lost or damaged since is measured again
@@ -329,8 +386,18 @@ def _run_main_job(
             run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
         if run_code < 0:
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
-        record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND)
+        record = settings_record.RunRecord.of(
+            run_settings, machine_name, rounds, SAMPLES_PER_ROUND, max_rounds
+        )
         record_settings(Path(conf.results_dir), machine_name, todo, record)
+        if max_rounds > rounds and len(main_commits) >= 2:
+            pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit)
+            top_up = rounds_look.open_wall_times(
+                read_results(conf), machine_name, [(p.base, p.head) for p in pairs], max_rounds
+            )
+            progress.note(top_up.describe())
+            run_code = max(run_code, _top_up(top_up, max_rounds - rounds, conf_path, run_settings, machine,
+                                             source, progress))  # fmt: skip
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
         complete = run_summary.complete_builds(conf, expected, todo)
         ledger.record(complete)
@@ -363,7 +430,7 @@ def _run_main_job(
     code = 1 if problems else 0
     if len(main_commits) >= 2:
         # The verdict is about this run's builds: each against its predecessor (and a baseline).
-        judged = job_verdict.judged_pairs(main_commits, todo, _baseline_commit(baseline, main_commits, tags))
+        judged = job_verdict.judged_pairs(main_commits, todo, baseline_commit)
         verdict = job_verdict.judge_run(loaded, conf_path, machine_name, judged, dict(labels), bench)
         sys.stdout.write(verdict.markdown)
         problems.extend(verdict.problems)

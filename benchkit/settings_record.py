@@ -41,9 +41,17 @@ class RunRecord:
     definitions: tuple[str, ...] = ()  # file names, likewise
     standard: bool = True
     recount: bool = False
+    wall_rounds_max: int | None = None  # open wall times got more rounds, up to this
 
     @classmethod
-    def of(cls, config: Settings, machine: str, wall_rounds: int, samples_per_round: int) -> RunRecord:
+    def of(
+        cls,
+        config: Settings,
+        machine: str,
+        wall_rounds: int,
+        samples_per_round: int,
+        wall_rounds_max: int | None = None,
+    ) -> RunRecord:
         measure, define = config.measure, config.define
         selection = config.asv.selection
         return cls(
@@ -58,11 +66,14 @@ class RunRecord:
             definitions=tuple(p.name for p in define.definitions),
             standard=define.standard,
             recount=measure.recount,
+            wall_rounds_max=wall_rounds_max if wall_rounds_max and wall_rounds_max > wall_rounds else None,
         )
 
     def describe(self) -> str:
         """One line for a reader: what differs from a default run."""
         parts = [f"{self.wall_rounds} rounds x {self.samples_per_round} samples"]
+        if self.wall_rounds_max:
+            parts[0] += f", up to {self.wall_rounds_max} rounds where a verdict was open"
         if self.selection is not None:
             parts.append("-b " + " ".join(self.selection))
         if self.inductor_cold:

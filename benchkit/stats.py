@@ -4,6 +4,7 @@ the percentiles of operator speedups."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from collections.abc import Sequence
 
@@ -146,6 +147,14 @@ class TrimmedTest:
 
         return float(t.isf(alpha / 2, self.df))
 
+    def p_value(self) -> float:
+        """Two-sided p of the change (1.0 with no spread and no change)."""
+        from scipy.stats import t
+
+        if self.se <= 0:
+            return 0.0 if self.change else 1.0
+        return float(2 * t.sf(abs(self.change) / self.se, self.df))
+
 
 def _trimmed_moments(values: Sequence[float], trim: float) -> tuple[float, float, int]:
     """(trimmed mean, Yuen's squared standard error term, values kept)."""
@@ -169,3 +178,42 @@ def trimmed_test(before: Sequence[float], after: Sequence[float], trim: float = 
     denominator = d_a**2 / (h_a - 1) + d_b**2 / (h_b - 1)
     df = (d_a + d_b) ** 2 / denominator if denominator > 0 else float(h_a + h_b - 2)
     return TrimmedTest(mean_b - mean_a, se, df, len(before), len(after))
+
+
+# ---------------------------------------------------------------- two looks at the rounds
+#
+# `benchkit main` measures every wall time with a first look's rounds, then adds rounds, up to
+# a cap, only to the benchmarks whose verdict is still open. The rounds test is a
+# fixed-sample test, so the looks must not spend more than ALPHA together (Bonferroni over the
+# two looks, in the manner of Haybittle and Peto): a change that clear at the first look
+# (p < EARLY_ALPHA) stops there, decided; the gate's rounds test always rejects at
+# ROUNDS_ALPHA; a benchmark stops for futility where more rounds would rarely find anything
+# (p >= FUTILITY_P, and its MDC already below the gate's ceiling). A false alarm then needs
+# either p < EARLY_ALPHA at the first look or p < ROUNDS_ALPHA at the cap: at most
+# EARLY_ALPHA + ROUNDS_ALPHA = ALPHA, whatever the looks decide. Stopping for futility only
+# removes chances to reject. scripts/bench_verdicts.py measures the design's false alarms
+# and power through the main job's own look.
+
+EARLY_ALPHA = ALPHA / 10
+ROUNDS_ALPHA = ALPHA - EARLY_ALPHA
+FUTILITY_P = 0.2
+
+
+class Look(enum.Enum):
+    """What the first look at two builds' rounds decides for one wall time."""
+
+    CHANGED = "changed beyond noise"  # p < EARLY_ALPHA: decided, no more rounds
+    SETTLED = "within noise"  # p >= FUTILITY_P with a small enough MDC: decided
+    OPEN = "open"  # more rounds, up to the cap
+
+
+def first_look(test: TrimmedTest, mdc_ceiling: float) -> Look:
+    """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
+    the gate can call a benchmark unchanged; a noisier one stays open)."""
+    p = test.p_value()
+    if p < EARLY_ALPHA:
+        return Look.CHANGED
+    mdc = minimum_detectable_change(test.se, test.critical(ROUNDS_ALPHA))
+    if p >= FUTILITY_P and mdc <= mdc_ceiling:
+        return Look.SETTLED
+    return Look.OPEN

@@ -49,9 +49,12 @@ sys.path.insert(0, str(REPO_ROOT))
 from benchkit.history.builds.build_step import history_project_config  # noqa: E402
 from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
 from benchkit.history.builds.wheels import patch_wheel_module  # noqa: E402
+from benchkit.history.results.read import load_asv_config, read_results  # noqa: E402
 from benchkit.mainjob import asv_run_args  # noqa: E402
+from benchkit.measure.walltime.timing import MAX_ROUNDS  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
+from scripts.verdict_designs import judge_designs, mean_rounds  # noqa: E402
 
 WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 MACHINE = "verdicts"
@@ -84,6 +87,7 @@ class Plan:
     cross: int = 0  # identical builds measured in a second asv run
     busy: bool = False  # one more identical build, measured while busy loops run on every core
     rounds: int | None = None  # wall-time rounds (None: the suite's)
+    designs: tuple[str, ...] = ()  # round designs judged on the same measurements (verdict_designs)
     bench: str = r"^instruction_counts\.verdicts_"  # asv -b
 
 
@@ -276,9 +280,12 @@ def report(pairs: list[dict[str, Any]], sizes: tuple[float, ...]) -> str:
     across = [p for p in pairs if p["kind"] == "aa-cross"]
     lines = []
     metrics = sorted({r["metric"] for p in pairs for r in p["rows"].values()})
+    methods = [("benchkit", "benchkit check")]
+    if any("asv" in r for p in pairs for r in p["rows"].values()):
+        methods.append(("asv", "asv compare --factor 1.1"))
     for metric in metrics:
         lines.append(f"== {metric}")
-        for method, label in (("benchkit", "benchkit check"), ("asv", "asv compare --factor 1.1")):
+        for method, label in methods:
             detect = []
             for size in sizes:
                 hit = _linear([p for p in pairs if p["kind"] == size], metric)
@@ -345,16 +352,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,2,5,10", help="injected slowdowns in percent")
     parser.add_argument("--per-size", type=int, default=3, help="slowed builds per size")
     parser.add_argument("--cross", type=int, default=2, help="identical builds measured in a second run")
-    parser.add_argument("--rounds", type=int, help="wall-time rounds per build (default: the suite's)")
+    parser.add_argument("--rounds", type=int, help="wall-time rounds per build (default: the suite's; "
+                        f"with --designs {MAX_ROUNDS})")  # fmt: skip
+    parser.add_argument("--designs", default="",
+                        help="round designs judged on the same measurements, e.g. 'fixed 12,adaptive' "
+                        "(scripts/verdict_designs.py)")  # fmt: skip
     parser.add_argument("--no-busy", action="store_true", help="leave out the build under busy loops")
     parser.add_argument("--smoke", action="store_true", help="2 builds (original, +10%%), 2 benchmarks")
     parser.add_argument("--judge-only", action="store_true", help="judge the results in --workdir again")
     args = parser.parse_args(argv)
     if args.smoke:
-        plan = Plan(1, (10.0,), (), rounds=args.rounds or 7)
+        designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
+        plan = Plan(1, (10.0,), (), rounds=args.rounds or (MAX_ROUNDS if designs else 7), designs=designs)
     else:
         sizes = tuple(float(s) for s in args.sizes.split(","))
-        plan = Plan(args.aa, sizes, tuple(CONTROLS), args.per_size, args.cross, not args.no_busy, args.rounds)
+        designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
+        rounds = args.rounds or (MAX_ROUNDS if designs else None)
+        plan = Plan(
+            args.aa, sizes, tuple(CONTROLS), args.per_size, args.cross, not args.no_busy, rounds, designs
+        )
     if args.judge_only:
         project = Project(args.workdir)
         builds = existing_builds(project, plan)
@@ -384,6 +400,14 @@ def main(argv: list[str] | None = None) -> int:
         {**judge(project, base, head), "kind": "aa-cross"} for head in builds.later for base in main_builds
     ]
     text = report(pairs, plan.sizes)
+    if plan.designs:
+        loaded = read_results(load_asv_config(project.config))
+        trials = [(p["base"], p["head"], p["kind"]) for p in pairs]
+        config = check.check_config_for(project.config)
+        by_design = judge_designs(loaded, MACHINE, config, trials, plan.designs)
+        for design, judged in by_design.items():
+            text += f"=== design {design}: {mean_rounds(judged):.2f} rounds per wall time and build\n"
+            text += report(judged, plan.sizes)
     if builds.busy:
         busy = {**judge(project, main_builds[0], builds.busy), "kind": "busy"}
         text += busy_report(busy)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -33,7 +34,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.asv_project import CASES, FAST, LINEAR, MACHINE, RELU, ROUNDS, AsvProject, make_project
+from support.asv_project import (
+    CASES,
+    DEFINITIONS,
+    FAST,
+    LINEAR,
+    MACHINE,
+    RELU,
+    ROUNDS,
+    AsvProject,
+    make_project,
+)
 from support.scratch import module_dir
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
@@ -275,3 +286,57 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert fourth.returncode == 0, log[-3000:]
     recorded = [settings_record.records_of(job.root / "results", MACHINE, commit) for commit in files]
     assert [(r.selection or ())[:1] for rs in recorded for r in rs.values()] == [(r"^e2e/ReLU \|",)] * 2
+
+
+# A third case whose wall time varies several-fold between processes (each process draws its
+# own loop length): its verdict stays open after any first look, so it always gets more rounds.
+NOISY = "e2e_Noisy_PYTHON_EXPLICIT_EXPLICIT_t1"
+NOISY_DEFINITIONS = DEFINITIONS.replace(
+    "    }\n}",
+    '        "Noisy": TimerArgs(\n'
+    '            "y = sum(range(n))", setup="import random\\nn = int(1000 * (1 + 3 * random.random()))"\n'
+    "        ),\n"
+    "    }\n}",
+)
+
+
+@pytest.mark.slow
+def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, project: AsvProject) -> None:
+    """After the first look, the open wall times (the noisy case always) get every round up to the
+    cap on both builds, appended to what the first run measured; the gate then judges all."""
+    job = make_project(tmp_path / "job", Path(json.loads(project.config.read_text())["env_dir"]))
+    (job.root / "e2e_definitions.py").write_text(NOISY_DEFINITIONS)
+    slow = slow_linear_wheel(tmp_path / "pr-wheel")
+    first, cap = ROUNDS, ROUNDS + 2
+    done = job.run(
+        sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
+        "--build", str(LOCAL_WHEEL), "--build", str(slow), "-b", CASES, "--rounds", str(first),
+        "--max-rounds", str(cap), check=False, timeout=900,
+    )  # fmt: skip
+    log = done.stdout + done.stderr
+    looked = re.search(r"first look at the wall times of the judged pairs: (\d+) changed beyond noise, "
+                       r"(\d+) within noise, (\d+) open", log)  # fmt: skip
+    assert looked and sum(map(int, looked.groups())) == 3 and int(looked[3]) >= 1, log[-3000:]
+    topped = re.search(r"(\d+) wall time\(s\) still open: 2 more rounds on 2 build\(s\)", log)
+    assert topped and "--append-samples" in log, log[-3000:]
+    files = job.result_files()
+    assert len(files) == 2
+    for path in files.values():
+        data = json.loads(path.read_text())
+        samples = data["result_columns"].index("samples")
+        rounds = {
+            name: len(row[samples][0]) // SAMPLES_PER_ROUND
+            for name, row in data["results"].items()
+            if name.endswith(".time_wall")
+        }
+        # The noisy case is open after any first look: every round up to the cap, appended to
+        # the first run's; the others kept their first look's rounds unless the look left them open.
+        assert [n for name, n in rounds.items() if NOISY in name] == [cap], (path.name, rounds)
+        assert sorted(rounds.values()).count(cap) == int(topped[1]), (path.name, rounds)
+        assert set(rounds.values()) <= {first, cap}, (path.name, rounds)
+        assert any(name.endswith("track_instructions") for name in data["results"])  # kept by the top-up
+    for commit in files:
+        [record] = settings_record.records_of(job.root / "results", MACHINE, commit).values()
+        assert (record.wall_rounds, record.wall_rounds_max) == (first, cap)
+    assert "#### Regressions" in done.stdout and LINEAR in done.stdout
+    assert done.returncode == 1, log[-3000:]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,70 @@ def test_the_gate_names_settings_the_two_runs_differed_in(tmp_path: Path) -> Non
     assert "#### Measured with different settings" in verdict.markdown
     assert f"wall rounds: 12 on 00000000, 4 on 00000001 ({ENV})" in verdict.markdown
     assert "samples per round" not in verdict.markdown  # alike: not named
+
+
+# ------------------------------------------------------------------ the main job's first look
+
+
+def test_first_look_decides_clear_verdicts_and_leaves_the_rest_open() -> None:
+    base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]  # 8 rounds' log medians
+
+    def look(shift: float) -> stats.Look:
+        return stats.first_look(stats.trimmed_test(base, [v + shift for v in base]), 0.10)
+
+    assert look(math.log(2.0)) is stats.Look.CHANGED  # a doubling: decided at the first look
+    assert look(0.012) is stats.Look.OPEN  # p about 0.05: more rounds
+    assert look(0.005) is stats.Look.SETTLED  # p about 0.4 with a small MDC: decided
+    # A change of exactly nothing with a small MDC is settled; the same with an MDC past the
+    # ceiling stays open: more rounds may still make it "unchanged" instead of "can't tell".
+    flat = stats.TrimmedTest(0.0, 0.002, 12.0, 8, 8)
+    assert stats.first_look(flat, 0.10) is stats.Look.SETTLED
+    assert stats.first_look(dataclasses.replace(flat, se=0.05), 0.10) is stats.Look.OPEN
+    # The looks together stay within the gate's alpha: the gate's test and the first look's.
+    assert stats.EARLY_ALPHA + stats.ROUNDS_ALPHA == pytest.approx(stats.ALPHA)
+    assert stats.FUTILITY_P > stats.ROUNDS_ALPHA  # a settled verdict can never reject later
+
+
+def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
+    a, b = [0.0, 0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.0], [0.03] * 4 + [0.04] * 4
+    test = stats.trimmed_test(a, b)
+    judged = noise.estimate(
+        noise.MetricKind.WALL_TIME,
+        Measurement(1.0, None, [math.exp(v) for v in a for _ in range(3)], None, 3),
+        Measurement(1.0, None, [math.exp(v) for v in b for _ in range(3)], None, 3),
+        None,
+    )
+    assert judged.critical == pytest.approx(test.critical(stats.ROUNDS_ALPHA))
+
+
+def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path: Path) -> None:
+    from support.histories import MACHINE, History
+
+    from benchkit.history.results.read import read_results
+    from benchkit.report.rounds_look import open_wall_times
+
+    rng = random.Random(11)
+    history = History(tmp_path)
+    cases = {"Doubled": math.log(2.0), "Same": 0.0, "Close": 0.012}
+    for case in cases:
+        history.bench(WALL.format(case), "seconds", repeat=3)
+    history.bench("instruction_counts.Same.track_instructions", "instructions")
+    same = _build(rng, 8)  # both builds the very same samples: no change at all, settled
+    base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]
+    for index in (0, 1):
+        for case, shift in cases.items():
+            # "Close": the rounds of the look above, 3 equal samples each (p about 0.05: open).
+            close = [1e-5 * math.exp(v + 0.012 * index) for v in base for _ in range(3)]
+            samples = same if case == "Same" else close if case == "Close" else _build(rng, 8, shift * index)
+            history.add(index, WALL.format(case), statistics.median(samples), samples)
+        history.add(index, "instruction_counts.Same.track_instructions", 1000.0)
+    history.save()
+    loaded = read_results(load_asv_config(history.config))
+    [base, head] = sorted(loaded.sets[MACHINE])
+    top = open_wall_times(loaded, MACHINE, [(base, head)], 24)
+    assert top.benchmarks == (WALL.format("Close"),)
+    assert top.commits == (base, head)
+    assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 1, stats.Look.SETTLED: 1}
+    assert "1 changed beyond noise, 1 within noise, 1 open" in top.describe()
+    # A side already at the cap gets nothing more; with both there, nothing is open to add.
+    assert open_wall_times(loaded, MACHINE, [(base, head)], 8).commits == ()

@@ -38,6 +38,7 @@ from benchkit.stats import (
     ALPHA,
     MEDIAN_EFFICIENCY,
     MIN_ROUNDS,
+    ROUNDS_ALPHA,
     TrimmedTest,
     log_samples,
     median_shift_p,
@@ -115,7 +116,7 @@ class Noise:
     """One benchmark's noise for one comparison; `sigma` None: too little data to estimate it.
 
     `sigma` is the standard error of the log change; a change beyond `critical` × `sigma`
-    is detected (the normal z at `ALPHA`, or Yuen's t for a comparison of rounds, whose
+    is detected (the normal z at `ALPHA`, or Yuen's t at `ROUNDS_ALPHA` for a comparison of rounds, whose
     `change` then is the log change that test measured instead of asv's two values)."""
 
     sigma: float | None
@@ -221,7 +222,7 @@ def estimate(
         if test is not None:
             rounds = f"{test.n_before}+{test.n_after}"
             basis = f"rounds: {rounds} processes, Yuen's test"
-            return Noise(test.se, basis, test.critical(ALPHA), test.change, rounds)
+            return Noise(test.se, basis, test.critical(ROUNDS_ALPHA), test.change, rounds)
     sources: list[tuple[float, str]] = []
     if history is not None:
         sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))

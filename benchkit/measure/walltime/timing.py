@@ -41,6 +41,10 @@ TARGET_BLOCK_SECONDS = 0.01
 # ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
 WALL_TIME_ROUNDS = 12
 SAMPLES_PER_ROUND = 3
+# `benchkit main` instead looks twice: every wall time first gets FIRST_LOOK_ROUNDS, and only
+# those whose verdict is still open get more, up to MAX_ROUNDS (`benchkit.stats.first_look`).
+FIRST_LOOK_ROUNDS = 8
+MAX_ROUNDS = 24
 
 # asv's own warm-up before the first sample (by default a tenth of a second of calls). A
 # process here is already warm when asv starts: `PreparedCase.calibrate` has just run the

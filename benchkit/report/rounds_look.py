@@ -1,0 +1,68 @@
+"""The main job's first look at its wall times: which verdicts are still open, so that only
+those get more rounds (`benchkit.stats.first_look` holds the rule and why the gate stays valid).
+
+Input: the results as read after the first ``asv run`` and the pairs the job judges (each
+measured build against its predecessor, and a baseline). Output: a `TopUp`, the builds and
+the ``time_wall`` benchmarks to measure again, which the job hands to asv as data.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from benchkit.history.results.read import LoadedResults
+from benchkit.names import BenchmarkName, Metric
+from benchkit.report.check_decide import NOISE_CEILING
+from benchkit.report.noise import rounds_test
+from benchkit.stats import Look, first_look, round_values
+
+
+@dataclasses.dataclass(frozen=True)
+class TopUp:
+    """What more rounds go to: `benchmarks` (asv names of wall times) on `commits`."""
+
+    commits: tuple[str, ...]  # in the order of the pairs given, each once
+    benchmarks: tuple[str, ...]  # sorted
+    looks: Mapping[Look, int]  # decisions over every judged pair and wall time
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{self.looks.get(look, 0)} {look.value}" for look in Look)
+        return f"first look at the wall times of the judged pairs: {counts}"
+
+
+def _rounds(samples: Sequence[float] | None, per_round: int | None) -> int:
+    values = round_values(samples, per_round)
+    return len(values) if values else 0
+
+
+def open_wall_times(
+    loaded: LoadedResults, machine: str, pairs: Sequence[tuple[str, str]], max_rounds: int
+) -> TopUp:
+    """The wall times whose verdict in any of `pairs` (base, head commits) is open after the
+    first look, on the sides that hold fewer than `max_rounds` rounds of them."""
+    looks: collections.Counter[Look] = collections.Counter()
+    commits: dict[str, None] = {}
+    benchmarks: set[str] = set()
+    for base, head in pairs:
+        before = loaded.result_set(base, machine).measurements
+        after = loaded.result_set(head, machine).measurements
+        for key, b in after.items():
+            if BenchmarkName.parse(key[0]).metric is not Metric.WALL_TIME or key not in before:
+                continue
+            a = before[key]
+            if not (a.has_number and b.has_number):
+                continue
+            test = rounds_test(a, b)
+            if test is None:  # too few rounds for the test: the gate judges by the history
+                continue
+            look = first_look(test, NOISE_CEILING)
+            looks[look] += 1
+            if look is not Look.OPEN:
+                continue
+            for commit, m in ((base, a), (head, b)):
+                if _rounds(m.samples, m.per_round) < max_rounds:
+                    commits.setdefault(commit)
+                    benchmarks.add(BenchmarkName.parse(key[0]).benchmark)
+    return TopUp(tuple(commits), tuple(sorted(benchmarks)), dict(looks))

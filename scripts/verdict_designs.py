@@ -1,0 +1,126 @@
+"""Wall-time round designs judged on the same measurements (used by scripts/bench_verdicts.py).
+
+Every build is measured once with `MAX_ROUNDS` interleaved rounds; asv records a benchmark's
+rounds in the order they ran, so a design with fewer rounds is the first rounds of each. Per
+judged pair (base, head):
+
+* ``fixed N``: both sides cut to their first N rounds, then `benchkit check`'s gate;
+* ``adaptive``: the main job's own first look (`benchkit.report.rounds_look.open_wall_times`)
+  on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep
+  `MAX_ROUNDS` rounds on both sides, every other one its first look's; then the gate, as
+  `benchkit main` judges a build against its predecessor.
+
+The gate sees exactly the rounds the design would have measured. The one difference from the
+main job: there the added rounds run in a second ``asv run`` after the first look, here they
+ran interleaved with the first ones. Each pair's cost is the rounds its two sides' wall times
+got, against a fixed design's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from benchkit.history.results.read import LoadedResults, Measurement, ResultSet
+from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS
+from benchkit.names import BenchmarkName, Metric
+from benchkit.report import check
+from benchkit.report.check_config import CheckConfig
+from benchkit.report.rounds_look import open_wall_times
+
+Key = tuple[str, str]
+RoundsOf = Callable[[str, Key], int]  # (commit, key) -> rounds the design keeps
+
+
+def _is_wall_time(key: Key) -> bool:
+    return BenchmarkName.parse(key[0]).metric is Metric.WALL_TIME
+
+
+def _cut(m: Measurement, rounds: int) -> Measurement:
+    if not m.has_number or not m.samples or not m.per_round:
+        return m
+    samples = list(m.samples[: rounds * m.per_round])
+    return dataclasses.replace(m, samples=samples, value=statistics.median(samples))
+
+
+def cut_rounds(loaded: LoadedResults, machine: str, rounds_of: RoundsOf) -> LoadedResults:
+    """`loaded` with every wall time of `machine` cut to the rounds `rounds_of` keeps."""
+    sets: dict[str, ResultSet] = {}
+    for commit, result_set in loaded.sets[machine].items():
+        measurements = {
+            key: _cut(m, rounds_of(commit, key)) if _is_wall_time(key) else m
+            for key, m in result_set.measurements.items()
+        }
+        sets[commit] = dataclasses.replace(result_set, measurements=measurements)
+    return dataclasses.replace(loaded, sets={**loaded.sets, machine: sets})
+
+
+def design_rounds(
+    loaded: LoadedResults, machine: str, base: str, head: str, design: str
+) -> tuple[LoadedResults, dict[Key, int]]:
+    """The pair's results as `design` ("fixed N" or "adaptive") measures them, and the rounds
+    per wall time on the two sides together."""
+    if design.startswith("fixed "):
+        n = int(design.split()[1])
+        cut = cut_rounds(loaded, machine, lambda commit, key: n)
+        top_commits: set[str] = set()
+        top_benchmarks: set[str] = set()
+        first = n
+    else:
+        first = FIRST_LOOK_ROUNDS
+        looked = cut_rounds(loaded, machine, lambda commit, key: first)
+        top = open_wall_times(looked, machine, [(base, head)], MAX_ROUNDS)
+        top_commits, top_benchmarks = set(top.commits), set(top.benchmarks)
+
+        def kept(commit: str, key: Key) -> int:
+            opened = commit in top_commits and BenchmarkName.parse(key[0]).benchmark in top_benchmarks
+            return MAX_ROUNDS if opened else first
+
+        cut = cut_rounds(loaded, machine, kept)
+    used: dict[Key, int] = {}
+    for commit in (base, head):
+        for key, m in cut.result_set(commit, machine).measurements.items():
+            if _is_wall_time(key) and m.samples and m.per_round:
+                used[key] = used.get(key, 0) + len(m.samples) // m.per_round
+    return cut, used
+
+
+def judge_designs(
+    loaded: LoadedResults,
+    machine: str,
+    config: CheckConfig,
+    pairs: Sequence[tuple[str, str, Any]],
+    designs: Sequence[str],
+) -> dict[str, list[dict[str, Any]]]:
+    """Per design, per pair (base, head, kind): benchkit's verdict per benchmark and the rounds
+    each wall time used, in bench_verdicts' row format."""
+    out: dict[str, list[dict[str, Any]]] = {d: [] for d in designs}
+    for design in designs:
+        for base, head, kind in pairs:
+            cut, used = design_rounds(loaded, machine, base, head, design)
+            verdict = check.judge_results(base, head, cut, config, machine)
+            rows = {
+                c.name: {"metric": c.metric, "benchkit": c.status, "ratio": c.ratio, "mdc": c.mdc}
+                for c in verdict.comparisons
+            }
+            rounds = {name: n for (name, _env), n in used.items()}
+            out[design].append(
+                {
+                    "base": base,
+                    "head": head,
+                    "kind": kind,
+                    "rows": rows,
+                    "rounds": rounds,
+                    "exit": verdict.exit_code,
+                    "shifts": list(verdict.shifts),
+                }
+            )
+    return out
+
+
+def mean_rounds(pairs: Sequence[Mapping[str, Any]]) -> float:
+    """Rounds per wall time and build, over the pairs (each pair's two sides)."""
+    counts = [n / 2 for p in pairs for n in p["rounds"].values()]
+    return statistics.fmean(counts) if counts else 0.0
