@@ -248,12 +248,14 @@ def _top_up(
         selection=settings.Selection(settings.SelectionSource.GIVEN, uuid.uuid4().hex, tuple(regexes)),
     )
     env = {**settings.child_environ(dataclasses.replace(run_settings, asv=asv)), **dict(source.environ)}
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
         hashfile = Path(scratch) / "commits.txt"
         hashfile.write_text("".join(f"{c}\n" for c in top_up.commits))
         code = _asv(
             asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append=True), conf_path, False, env
         )
+    progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
     if code < 0:
         raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
     return code

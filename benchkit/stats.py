@@ -207,13 +207,14 @@ class Look(enum.Enum):
     OPEN = "open"  # more rounds, up to the cap
 
 
-def first_look(test: TrimmedTest, mdc_ceiling: float) -> Look:
+def first_look(test: TrimmedTest, mdc_ceiling: float, futility_p: float = FUTILITY_P) -> Look:
     """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
-    the gate can call a benchmark unchanged; a noisier one stays open)."""
+    the gate can call a benchmark unchanged; a noisier one stays open). `futility_p` must stay
+    above ROUNDS_ALPHA for the bound above to hold."""
     p = test.p_value()
     if p < EARLY_ALPHA:
         return Look.CHANGED
     mdc = minimum_detectable_change(test.se, test.critical(ROUNDS_ALPHA))
-    if p >= FUTILITY_P and mdc <= mdc_ceiling:
+    if p >= futility_p and mdc <= mdc_ceiling:
         return Look.SETTLED
     return Look.OPEN

@@ -40,13 +40,16 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchkit.names import BenchmarkName  # noqa: E402
+from benchkit.names import BenchmarkName, RunGroup  # noqa: E402
 
 PROFILES = REPO_ROOT / "docs" / "measurements" / "main-job-profile.json"
 TABLE = REPO_ROOT / "docs" / "measurements" / "main-job-profile.md"
 STEP = re.compile(r"^==> \[(\d)/5\] (.*?)\s+\(\+(\d+) s\)$")
 DONE = re.compile(r"^fresh-state main job: exit status (\d+), (\d+) s \(install included\)$")
 WALL_PHASE = "wall time: benchmarks' own durations"
+WALL_OTHER = "wall time's other rounds (each one's last round's duration × its rounds − 1)"
+WALL_ROUNDS = "wall-time rounds measured (benchmark × round, not seconds)"
+ADDED = "&nbsp;&nbsp;of which the added rounds (the second asv run)"
 STEP_NAMES = {1: "1 torch history", 2: "2 asv machine", 3: "3 asv run", 4: "4 publish", 5: "5 verdict"}
 
 
@@ -102,6 +105,7 @@ def asv_records(results_dir: Path, since: float = 0.0) -> dict[str, dict[str, An
             result = Results.load(str(path), machine_name=machine_dir.name)
             phases: dict[str, float] = defaultdict(float)
             counts: dict[str, int] = defaultdict(int)
+            rounds = _wall_rounds(path)
             for key, seconds in result.duration.items():
                 if key == "<build>":
                     phases["environment build (asv's `<build>`)"] += seconds
@@ -112,8 +116,26 @@ def asv_records(results_dir: Path, since: float = 0.0) -> dict[str, dict[str, An
                     # asv keeps a benchmark's duration of its last round (see `table`)
                     phases[group] += seconds
                     counts[group] += 1
+                    if group == WALL_PHASE and key in rounds:  # its other rounds, by its own count
+                        phases[WALL_OTHER] += seconds * (rounds[key] - 1)
+                        phases[WALL_ROUNDS] += rounds[key]
             builds[path.stem] = {"phases": dict(phases), "benchmarks": dict(counts)}
     return builds
+
+
+def _wall_rounds(path: Path) -> dict[str, int]:
+    """Rounds each wall time of a results file holds (its samples / 3): the main job gives
+    open verdicts more rounds than the others."""
+    from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
+
+    data = json.loads(path.read_text())
+    column = data["result_columns"].index("samples")
+    out = {}
+    for name, row in data["results"].items():
+        samples = row[column] if len(row) > column else None
+        if BenchmarkName.parse(name).run_group is RunGroup.WALL_TIME and samples and samples[0]:
+            out[name] = len(samples[0]) // SAMPLES_PER_ROUND
+    return out
 
 
 def profile_of(
@@ -121,8 +143,12 @@ def profile_of(
 ) -> dict[str, Any]:
     steps = steps_of(log)
     builds = asv_records(results, since)
-    recorded = sum(sum(b["phases"].values()) for b in builds.values())
+    derived = (WALL_OTHER, WALL_ROUNDS)  # not asv's records
+    recorded = sum(v for b in builds.values() for k, v in b["phases"].items() if k not in derived)
     rounds = re.search(r"wall time in (\d+) interleaved rounds", log)
+    added = re.search(r"the added rounds took (\d+) s", log)
+    if added:  # the main job's second asv run, for the wall times its first look left open
+        steps[ADDED] = float(added.group(1))
     return {
         "label": label,
         "commit": commit,
@@ -175,6 +201,8 @@ def table(profiles: list[dict[str, Any]]) -> str:
     heads = [f"{p['label']} `{p['commit'][:8]}`" for p in profiles]
     rows: list[tuple[str, list[str]]] = []
     step_names = ["install.sh", *STEP_NAMES.values()]
+    if any(ADDED in p["steps"] for p in profiles):
+        step_names.insert(step_names.index(STEP_NAMES[3]) + 1, ADDED)
     for name in step_names:
         rows.append((f"**{name}**", [f"{max(0.0, p['steps'].get(name, 0)):.0f}" for p in profiles]))
         if name == STEP_NAMES[3]:
@@ -187,18 +215,26 @@ def table(profiles: list[dict[str, Any]]) -> str:
                     cells.append(f"{total:.0f}" + (f" ({n} benchmarks)" if n else ""))
                 rows.append((f"&nbsp;&nbsp;{phase}, all builds", cells))
             # asv keeps a benchmark's duration of its last round only (each interleaved round
-            # replaces it): the wall time's other rounds are in what asv did not record.
+            # replaces it): the wall time's other rounds are in what asv did not record. Older
+            # profiles lack the per-benchmark count: there the job's one rounds figure.
             others = [(p.get("wall_rounds") or 1) - 1 for p in profiles]
             walls = [sum(b["phases"].get(WALL_PHASE, 0.0) for b in p["builds"].values()) for p in profiles]
-            rows.append(
-                (
-                    "&nbsp;&nbsp;wall time's other rounds (its last round's durations × rounds − 1)",
-                    [f"{w * n:.0f} ({n} rounds)" for w, n in zip(walls, others, strict=True)],
+            counted = [
+                sum(b["phases"].get(WALL_OTHER, 0.0) for b in p["builds"].values())
+                if any(WALL_OTHER in b["phases"] for b in p["builds"].values())
+                else w * n
+                for p, w, n in zip(profiles, walls, others, strict=True)
+            ]
+            if not any(WALL_OTHER in ph for ph in phases):
+                rows.append(
+                    (
+                        "&nbsp;&nbsp;wall time's other rounds (its last round's durations × rounds − 1)",
+                        [f"{c:.0f} ({n} rounds)" for c, n in zip(counted, others, strict=True)],
+                    )
                 )
-            )
             rows.append(("&nbsp;&nbsp;asv's own time (process starts, installs between rounds, discovery)",
-                         [f"{p['asv_unrecorded'] - w * n:.0f}"
-                          for p, w, n in zip(profiles, walls, others, strict=True)]))  # fmt: skip
+                         [f"{p['asv_unrecorded'] - c:.0f}"
+                          for p, c in zip(profiles, counted, strict=True)]))  # fmt: skip
     rows.append(
         ("**total, install included**", [f"{p['steps']['total (install included)']:.0f}" for p in profiles])
     )

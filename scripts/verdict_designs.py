@@ -5,7 +5,8 @@ rounds in the order they ran, so a design with fewer rounds is the first rounds 
 judged pair (base, head):
 
 * ``fixed N``: both sides cut to their first N rounds, then `benchkit check`'s gate;
-* ``adaptive``: the main job's own first look (`benchkit.report.rounds_look.open_wall_times`)
+* ``adaptive`` (or ``adaptive F-M P``: F rounds first, up to M, futility p P): the main job's
+  own first look (`benchkit.report.rounds_look.open_wall_times`)
   on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep
   `MAX_ROUNDS` rounds on both sides, every other one its first look's; then the gate, as
   `benchkit main` judges a build against its predecessor.
@@ -29,6 +30,7 @@ from benchkit.names import BenchmarkName, Metric
 from benchkit.report import check
 from benchkit.report.check_config import CheckConfig
 from benchkit.report.rounds_look import open_wall_times
+from benchkit.stats import FUTILITY_P
 
 Key = tuple[str, str]
 RoundsOf = Callable[[str, Key], int]  # (commit, key) -> rounds the design keeps
@@ -57,26 +59,36 @@ def cut_rounds(loaded: LoadedResults, machine: str, rounds_of: RoundsOf) -> Load
     return dataclasses.replace(loaded, sets={**loaded.sets, machine: sets})
 
 
+def parse_design(design: str) -> tuple[int, int, float]:
+    """(first rounds, cap, futility p) of "fixed N", "adaptive" (the main job's defaults) or
+    "adaptive F-M P" (F rounds, up to M, futility p P)."""
+    words = design.split()
+    if words[0] == "fixed" and len(words) == 2:
+        return int(words[1]), int(words[1]), 1.0
+    if words[0] == "adaptive" and len(words) in (1, 3):
+        if len(words) == 1:
+            return FIRST_LOOK_ROUNDS, MAX_ROUNDS, FUTILITY_P
+        first, cap = words[1].split("-")
+        return int(first), int(cap), float(words[2])
+    raise SystemExit(f"design {design!r}: expected 'fixed N', 'adaptive' or 'adaptive F-M P'")
+
+
 def design_rounds(
     loaded: LoadedResults, machine: str, base: str, head: str, design: str
 ) -> tuple[LoadedResults, dict[Key, int]]:
-    """The pair's results as `design` ("fixed N" or "adaptive") measures them, and the rounds
-    per wall time on the two sides together."""
-    if design.startswith("fixed "):
-        n = int(design.split()[1])
-        cut = cut_rounds(loaded, machine, lambda commit, key: n)
-        top_commits: set[str] = set()
-        top_benchmarks: set[str] = set()
-        first = n
+    """The pair's results as `design` measures them (`parse_design`), and the rounds per wall
+    time on the two sides together."""
+    first, cap, futility_p = parse_design(design)
+    if first == cap:
+        cut = cut_rounds(loaded, machine, lambda commit, key: first)
     else:
-        first = FIRST_LOOK_ROUNDS
         looked = cut_rounds(loaded, machine, lambda commit, key: first)
-        top = open_wall_times(looked, machine, [(base, head)], MAX_ROUNDS)
+        top = open_wall_times(looked, machine, [(base, head)], cap, futility_p)
         top_commits, top_benchmarks = set(top.commits), set(top.benchmarks)
 
         def kept(commit: str, key: Key) -> int:
             opened = commit in top_commits and BenchmarkName.parse(key[0]).benchmark in top_benchmarks
-            return MAX_ROUNDS if opened else first
+            return cap if opened else first
 
         cut = cut_rounds(loaded, machine, kept)
     used: dict[Key, int] = {}

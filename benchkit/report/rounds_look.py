@@ -16,7 +16,7 @@ from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report.check_decide import NOISE_CEILING
 from benchkit.report.noise import rounds_test
-from benchkit.stats import Look, first_look, round_values
+from benchkit.stats import FUTILITY_P, Look, first_look, round_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +38,15 @@ def _rounds(samples: Sequence[float] | None, per_round: int | None) -> int:
 
 
 def open_wall_times(
-    loaded: LoadedResults, machine: str, pairs: Sequence[tuple[str, str]], max_rounds: int
+    loaded: LoadedResults,
+    machine: str,
+    pairs: Sequence[tuple[str, str]],
+    max_rounds: int,
+    futility_p: float = FUTILITY_P,
 ) -> TopUp:
     """The wall times whose verdict in any of `pairs` (base, head commits) is open after the
-    first look, on the sides that hold fewer than `max_rounds` rounds of them."""
+    first look, on the sides that hold fewer than `max_rounds` rounds of them. `futility_p`:
+    `benchkit.stats.first_look`'s (scripts/bench_verdicts.py compares others)."""
     looks: collections.Counter[Look] = collections.Counter()
     commits: dict[str, None] = {}
     benchmarks: set[str] = set()
@@ -57,7 +62,7 @@ def open_wall_times(
             test = rounds_test(a, b)
             if test is None:  # too few rounds for the test: the gate judges by the history
                 continue
-            look = first_look(test, NOISE_CEILING)
+            look = first_look(test, NOISE_CEILING, futility_p)
             looks[look] += 1
             if look is not Look.OPEN:
                 continue
