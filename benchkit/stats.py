@@ -188,7 +188,8 @@ def trimmed_test(before: Sequence[float], after: Sequence[float], trim: float = 
 # two looks, in the manner of Haybittle and Peto): a change that clear at the first look
 # (p < EARLY_ALPHA) stops there, decided; the gate's rounds test always rejects at
 # ROUNDS_ALPHA; a benchmark stops for futility where more rounds would rarely find anything
-# (p >= FUTILITY_P, and its MDC already below the gate's ceiling). A false alarm then needs
+# (p >= FUTILITY_P, and its MDC already below the gate's ceiling, or so far above it that the
+# cap's rounds would not bring it below). A false alarm then needs
 # either p < EARLY_ALPHA at the first look or p < ROUNDS_ALPHA at the cap: at most
 # EARLY_ALPHA + ROUNDS_ALPHA = ALPHA, whatever the looks decide. Stopping for futility only
 # removes chances to reject. scripts/bench_verdicts.py measures the design's false alarms
@@ -204,17 +205,38 @@ class Look(enum.Enum):
 
     CHANGED = "changed beyond noise"  # p < EARLY_ALPHA: decided, no more rounds
     SETTLED = "within noise"  # p >= FUTILITY_P with a small enough MDC: decided
+    TOO_NOISY = "too noisy for the cap"  # p >= FUTILITY_P, and even the cap's rounds would
+    # leave the MDC above the ceiling: more rounds would not decide it (the gate: can't tell)
     OPEN = "open"  # more rounds, up to the cap
 
 
-def first_look(test: TrimmedTest, mdc_ceiling: float, futility_p: float = FUTILITY_P) -> Look:
+def projected(test: TrimmedTest, rounds: int) -> TrimmedTest:
+    """`test` as it would come out with `rounds` a side, its spread what it is now (the
+    standard error shrinks as 1/sqrt(rounds), the degrees of freedom grow with them)."""
+    now = min(test.n_before, test.n_after)
+    scale = rounds / now
+    return dataclasses.replace(
+        test, se=test.se / math.sqrt(scale), df=test.df * scale, n_before=rounds, n_after=rounds
+    )
+
+
+def first_look(
+    test: TrimmedTest, mdc_ceiling: float, max_rounds: int, futility_p: float = FUTILITY_P
+) -> Look:
     """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
-    the gate can call a benchmark unchanged; a noisier one stays open). `futility_p` must stay
-    above ROUNDS_ALPHA for the bound above to hold."""
+    the gate can call a benchmark unchanged; `max_rounds`: the cap a side can reach).
+    `futility_p` must stay above ROUNDS_ALPHA for the bound above to hold."""
     p = test.p_value()
     if p < EARLY_ALPHA:
         return Look.CHANGED
-    mdc = minimum_detectable_change(test.se, test.critical(ROUNDS_ALPHA))
-    if p >= futility_p and mdc <= mdc_ceiling:
+    if p < futility_p:
+        return Look.OPEN
+
+    def mdc(t: TrimmedTest) -> float:
+        return minimum_detectable_change(t.se, t.critical(ROUNDS_ALPHA))
+
+    if mdc(test) <= mdc_ceiling:
         return Look.SETTLED
+    if mdc(projected(test, max_rounds)) > mdc_ceiling:
+        return Look.TOO_NOISY
     return Look.OPEN

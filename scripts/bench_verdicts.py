@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -54,7 +55,7 @@ from benchkit.mainjob import asv_run_args  # noqa: E402
 from benchkit.measure.walltime.timing import MAX_ROUNDS  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
-from scripts.verdict_designs import judge_designs, mean_rounds  # noqa: E402
+from scripts.verdict_designs import judge_designs, mean_rounds, slow_round_share  # noqa: E402
 
 WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 MACHINE = "verdicts"
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-busy", action="store_true", help="leave out the build under busy loops")
     parser.add_argument("--smoke", action="store_true", help="2 builds (original, +10%%), 2 benchmarks")
     parser.add_argument("--judge-only", action="store_true", help="judge the results in --workdir again")
+    parser.add_argument("--markdown", type=Path, help="also write the report there, with this command")
     args = parser.parse_args(argv)
     if args.smoke:
         designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
@@ -405,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
         trials = [(p["base"], p["head"], p["kind"]) for p in pairs]
         config = check.check_config_for(project.config)
         by_design = judge_designs(loaded, MACHINE, config, trials, plan.designs)
+        shares = slow_round_share(loaded, MACHINE)
+        text += (
+            "rounds (processes) at least 1.3x slower than their build's fast level, per wall time: "
+            + ", ".join(f"{name.split('_')[1]} {share:.0%}" for name, share in shares.items())
+            + "\n"
+        )
         for design, judged in by_design.items():
             text += f"=== design {design}: {mean_rounds(judged):.2f} rounds per wall time and build\n"
             text += report(judged, plan.sizes)
@@ -414,6 +422,17 @@ def main(argv: list[str] | None = None) -> int:
         pairs.append(busy)
     sys.stdout.write(text)
     atomic_write_json(args.workdir / "summary.json", {"plan": plan.__dict__, "pairs": pairs, "report": text})
+    if args.markdown:
+        command = shlex.join(
+            ["python3", "scripts/bench_verdicts.py", *(argv if argv is not None else sys.argv[1:])]
+        )
+        judged = ", judging what the same command without `--judge-only` measured" if args.judge_only else ""
+        args.markdown.write_text(
+            "# What benchkit check finds: A/A pairs and injected slowdowns, per round design\n\n"
+            f"Generated on {time.strftime('%Y-%m-%d', time.gmtime())} by `{command}` on this project's "
+            f'2-core development machine (see docs/verdicts.md, "Measuring the verdicts"){judged}.\n\n'
+            f"```text\n{text}```\n"
+        )
     return 0
 
 

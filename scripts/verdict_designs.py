@@ -136,3 +136,23 @@ def mean_rounds(pairs: Sequence[Mapping[str, Any]]) -> float:
     """Rounds per wall time and build, over the pairs (each pair's two sides)."""
     counts = [n / 2 for p in pairs for n in p["rounds"].values()]
     return statistics.fmean(counts) if counts else 0.0
+
+
+def slow_round_share(loaded: LoadedResults, machine: str, factor: float = 1.3) -> dict[str, float]:
+    """Per wall time (class name), the share of its rounds, over every build, at least `factor`
+    times slower than the build's fast level (the median of its fastest quarter of rounds):
+    how often a whole process ran slow, which no number of samples inside it can undo."""
+    import math
+
+    from benchkit.stats import round_values
+
+    slow: dict[str, list[bool]] = {}
+    for result_set in loaded.sets[machine].values():
+        for key, m in result_set.measurements.items():
+            values = round_values(m.samples, m.per_round) if _is_wall_time(key) else None
+            if not values or len(values) < 4:
+                continue
+            fast = statistics.median(sorted(values)[: max(1, len(values) // 4)])
+            name = BenchmarkName.parse(key[0]).class_name
+            slow.setdefault(name, []).extend(v - fast >= math.log(factor) for v in values)
+    return {name: sum(flags) / len(flags) for name, flags in sorted(slow.items())}

@@ -174,7 +174,7 @@ def test_first_look_decides_clear_verdicts_and_leaves_the_rest_open() -> None:
     base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]  # 8 rounds' log medians
 
     def look(shift: float) -> stats.Look:
-        return stats.first_look(stats.trimmed_test(base, [v + shift for v in base]), 0.10)
+        return stats.first_look(stats.trimmed_test(base, [v + shift for v in base]), 0.10, 24)
 
     assert look(math.log(2.0)) is stats.Look.CHANGED  # a doubling: decided at the first look
     assert look(0.012) is stats.Look.OPEN  # p about 0.05: more rounds
@@ -182,8 +182,11 @@ def test_first_look_decides_clear_verdicts_and_leaves_the_rest_open() -> None:
     # A change of exactly nothing with a small MDC is settled; the same with an MDC past the
     # ceiling stays open: more rounds may still make it "unchanged" instead of "can't tell".
     flat = stats.TrimmedTest(0.0, 0.002, 12.0, 8, 8)
-    assert stats.first_look(flat, 0.10) is stats.Look.SETTLED
-    assert stats.first_look(dataclasses.replace(flat, se=0.05), 0.10) is stats.Look.OPEN
+    assert stats.first_look(flat, 0.10, 24) is stats.Look.SETTLED
+    assert stats.first_look(dataclasses.replace(flat, se=0.03), 0.10, 24) is stats.Look.OPEN
+    # So noisy that even 24 rounds a side would leave the MDC past the ceiling: stop, can't tell.
+    assert stats.first_look(dataclasses.replace(flat, se=0.06), 0.10, 24) is stats.Look.TOO_NOISY
+    assert stats.first_look(dataclasses.replace(flat, se=0.06), 0.10, 200) is stats.Look.OPEN
     # The looks together stay within the gate's alpha: the gate's test and the first look's.
     assert stats.EARLY_ALPHA + stats.ROUNDS_ALPHA == pytest.approx(stats.ALPHA)
     assert stats.FUTILITY_P > stats.ROUNDS_ALPHA  # a settled verdict can never reject later
@@ -229,6 +232,6 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     assert top.benchmarks == (WALL.format("Close"),)
     assert top.commits == (base, head)
     assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 1, stats.Look.SETTLED: 1}
-    assert "1 changed beyond noise, 1 within noise, 1 open" in top.describe()
+    assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 1 open" in top.describe()
     # A side already at the cap gets nothing more; with both there, nothing is open to add.
     assert open_wall_times(loaded, MACHINE, [(base, head)], 8).commits == ()

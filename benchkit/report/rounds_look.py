@@ -62,7 +62,7 @@ def open_wall_times(
             test = rounds_test(a, b)
             if test is None:  # too few rounds for the test: the gate judges by the history
                 continue
-            look = first_look(test, NOISE_CEILING, futility_p)
+            look = first_look(test, NOISE_CEILING, max_rounds, futility_p)
             looks[look] += 1
             if look is not Look.OPEN:
                 continue
