@@ -224,30 +224,27 @@ def _baseline_commit(
     return found[0]
 
 
-def _top_up(
+def add_rounds(
+    conf_path: Path,
+    results_dir: Path,
+    machine: str,
     top_up: TopUp,
     added: int,
-    conf_path: Path,
-    run_settings: settings.Settings,
-    machine: str | None,
-    source: PipSource,
-    progress: _Progress,
+    source: PipSource = PIP_CONFIG,
+    progress: _Progress | None = None,
 ) -> int:
-    """`added` more interleaved rounds of the open wall times on their builds, appended to
-    the samples they have; asv's exit code (0 when nothing is open)."""
+    """`added` more interleaved rounds of `top_up`'s wall times on its builds, appended to the
+    samples they have (every other number kept); asv's exit code (0 when there is nothing)."""
     if not top_up.benchmarks:
         return 0
+    progress = progress or _Progress()
     progress.note(
         f"{len(top_up.benchmarks)} wall time(s) still open: {added} more rounds on "
         f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
     )
     regexes = ["^" + re.escape(name) + "$" for name in top_up.benchmarks]
-    asv = dataclasses.replace(
-        run_settings.asv,
-        wall_rounds=added,
-        selection=settings.Selection(settings.SelectionSource.GIVEN, uuid.uuid4().hex, tuple(regexes)),
-    )
-    env = {**settings.child_environ(dataclasses.replace(run_settings, asv=asv)), **dict(source.environ)}
+    run_settings = _run_settings(settings.current(), machine, results_dir, added, regexes)
+    env = {**settings.child_environ(run_settings), **dict(source.environ)}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
         hashfile = Path(scratch) / "commits.txt"
@@ -398,8 +395,10 @@ def _run_main_job(
                 read_results(conf), machine_name, [(p.base, p.head) for p in pairs], max_rounds
             )
             progress.note(top_up.describe())
-            run_code = max(run_code, _top_up(top_up, max_rounds - rounds, conf_path, run_settings, machine,
-                                             source, progress))  # fmt: skip
+            added = add_rounds(
+                conf_path, Path(conf.results_dir), machine_name, top_up, max_rounds - rounds, source, progress
+            )
+            run_code = max(run_code, added)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
         complete = run_summary.complete_builds(conf, expected, todo)
         ledger.record(complete)
