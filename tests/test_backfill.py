@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from support.asv_project import LINEAR, RELU, AsvProject, make_project
 from support.scratch import module_dir
-from support.wheels import LOCAL_WHEEL, slow_linear_wheel, twice_patch
+from support.wheels import LOCAL_WHEEL, repeated_forward_patch, slow_linear_wheel
 
 from benchkit.define.expand import asv_class_name
 from benchkit.define.loader import load_cases
@@ -35,7 +35,7 @@ from benchkit.history.results.read import load_asv_config, load_result_set
 from benchkit.util import cache_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RELU_PATCH = twice_patch("ReLU")
+RELU_PATCH = repeated_forward_patch("ReLU")
 
 
 def slow_relu_wheel(folder: Path) -> Path:

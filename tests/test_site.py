@@ -97,6 +97,11 @@ def site_dir(project: Path) -> Path:
     return project.parent / "html"
 
 
+def _text(markup: str) -> str:
+    """Markup as the text a reader sees, for assertion messages."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
 def _main_commits(project: Path) -> list[str]:
     """Commits of the history's main branch, oldest first (`project`: its asv.conf.json)."""
     out = subprocess.run(
@@ -466,9 +471,12 @@ REAL_CASES = (
 @pytest.mark.slow
 def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     """Two real torch builds measured by real asv: the 2.13.0 wheel, then the same wheel with
-    ``nn.Linear.forward`` computing its result twice (support.wheels' injected regression).
+    ``nn.Linear.forward`` computing its result four times (support.wheels' injected regression).
     The published site must show the Linear slowdown on the changes page (ReLU is the control),
-    explain an instruction-count change when the suite records them, and show the operator table."""
+    explain an instruction-count change when the suite records them, and show the operator table.
+
+    One round a side: a process of this machine can run 1.3-1.7x slower than the next, so the
+    injected change must be well beyond that for one process a side to show it."""
     from support.asv_project import FAST
     from support.asv_project import make_project as make_asv_project
     from support.wheels import LOCAL_WHEEL, slow_linear_wheel
@@ -476,7 +484,7 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     project = make_asv_project(tmp_path / "project", tmp_path / "env")
     project.env["BENCHKIT_STANDARD"] = "1"  # the standard suite's nn.Linear / nn.ReLU cases
     del project.env["BENCHKIT_DEFINITIONS"]
-    slow = slow_linear_wheel(tmp_path / "pr-wheel")
+    slow = slow_linear_wheel(tmp_path / "pr-wheel", times=4)
     init = project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), str(slow))
     assert init.returncode == 0, init.stderr
     project.env["BENCHKIT_OPERATOR_ROUNDS"] = "3"  # the operator table needs numbers, not precision
@@ -494,7 +502,9 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     section = changes.split(f'id="pair-e2e-main-{commits[0][:8]}-{commits[1][:8]}"', 1)[1]
     section = section.split("</section>", 1)[0]
     wall = section.split("Wall time (", 1)[1].split("</table>", 1)[0]
-    linear = next(row for row in wall.split("<tr")[1:] if "Modules/Linear | Python" in row)
+    listed = [row for row in wall.split("<tr")[1:] if "Modules/Linear | Python" in row]
+    assert listed, f"Linear's wall time not listed; the pair's summary: {_text(section)[:1500]}"
+    linear = listed[0]
     assert linear.startswith(' class="regression"')
     # Wall time under whatever else runs: the gate's factor, not the size (counts below).
     assert float(re.search(r"×([0-9.]+) \(", linear).group(1)) > 1.1  # type: ignore[union-attr]
@@ -506,7 +516,7 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     assert "Instruction counts (" in section
     counted = section.split("Instruction counts (", 1)[1].split("</table>", 1)[0]
     linear_counts = next(row for row in counted.split("<tr")[1:] if "Modules/Linear | Python" in row)
-    # Linear computes its result twice: its instruction count grows by about half, whatever the load.
+    # Linear computes its result four times: its instruction count grows by more than half.
     assert linear_counts.startswith(' class="regression"')
     assert float(re.search(r"×([0-9.]+) \(", linear_counts).group(1)) > 1.3  # type: ignore[union-attr]
     why = re.search(r'<a href="(why/[0-9a-f]+\.html)">where\?</a>', section)

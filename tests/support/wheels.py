@@ -58,27 +58,28 @@ def make_fake_torch_wheel(
     return path
 
 
-def twice_patch(cls: str) -> str:
-    """Source appended to a torch module so that `cls.forward` computes its result twice."""
+def repeated_forward_patch(cls: str, times: int = 2) -> str:
+    """Source appended to a torch module so that `cls.forward` computes its result `times` times."""
+    name = cls.lower()
     return f"""
 
-# benchkit test build: an injected regression -- {cls} computes its result twice.
-_benchkit_{cls.lower()}_forward = {cls}.forward
+# benchkit test build: an injected regression -- {cls} computes its result {times} times.
+_benchkit_{name}_forward = {cls}.forward
 
 
-def _benchkit_{cls.lower()}_forward_twice(self, input):
-    _benchkit_{cls.lower()}_forward(self, input)
-    return _benchkit_{cls.lower()}_forward(self, input)
+def _benchkit_{name}_forward_repeated(self, input):
+    for _ in range({times - 1}):
+        _benchkit_{name}_forward(self, input)
+    return _benchkit_{name}_forward(self, input)
 
 
-{cls}.forward = _benchkit_{cls.lower()}_forward_twice
+{cls}.forward = _benchkit_{name}_forward_repeated
 """
 
 
-LINEAR_PATCH = twice_patch("Linear")
-
-
-def slow_linear_wheel(folder: Path) -> Path:
+def slow_linear_wheel(folder: Path, times: int = 2) -> Path:
+    """The local wheel with `nn.Linear` computing its result `times` times."""
+    patch = repeated_forward_patch("Linear", times)
     return patch_wheel_module(
-        LOCAL_WHEEL, folder / LOCAL_WHEEL.name, "torch/nn/modules/linear.py", lambda text: text + LINEAR_PATCH
+        LOCAL_WHEEL, folder / LOCAL_WHEEL.name, "torch/nn/modules/linear.py", lambda text: text + patch
     )
