@@ -8,7 +8,8 @@ the suite's own switches (``BENCHKIT_STANDARD=0``, ``BENCHKIT_DEFINITIONS``):
 
 The injected regression is an honest torch build: the local 2.13.0 wheel
 repacked (``benchkit.history.builds.wheels.patch_wheel``) so that ``nn.Linear.forward``
-computes its result twice -- the kind of accidental double work a PR can add.
+computes its result again (four times in the shared history, twice in the main-job tests)
+-- the kind of accidental double work a PR can add.
 It goes on its own branch with ``benchkit history add --branch``, as a
 developer's PR wheel would. ReLU is untouched and serves as the control.
 Instruction counts make the verdict exact even on a loaded machine, where wall
@@ -60,12 +61,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
 
 def _project(base: Path) -> Iterator[AsvProject]:
     project = make_project(base / "project", base / "env")
-    slow = slow_linear_wheel(base / "pr-wheel")
+    # Linear x4: one round a side (FAST) must show it in wall time too, where this machine's
+    # processes differ by 1.3-1.7x from one to the next.
+    slow = slow_linear_wheel(base / "pr-wheel", times=4)
     assert (
         project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL)).returncode == 0
     )
     added = project.benchkit(
-        "history", "add", str(slow), "--branch", "slowpr", "--note", "Linear computes twice", "--asv-config",
+        "history", "add", str(slow), "--branch", "slowpr", "--note", "Linear x4", "--asv-config",
         str(project.config),
     )  # fmt: skip
     assert added.returncode == 0, added.stderr
@@ -167,7 +170,7 @@ def test_other_asv_workflows(project: AsvProject) -> None:
     )  # fmt: skip
     assert cont.returncode == 0, cont.stdout + cont.stderr
     assert "BENCHMARKS NOT SIGNIFICANTLY CHANGED" in cont.stdout, cont.stdout
-    # ... and fails on the PR build whose Linear computes twice, naming Linear only.
+    # ... and fails on the PR build whose Linear computes four times, naming Linear only.
     pr = project.asv(
         "continuous", "main", "slowpr", "-b", counts, "--factor", "1.005", "--machine", MACHINE, *FAST,
         check=False,
