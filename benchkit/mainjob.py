@@ -24,11 +24,14 @@ what varies between processes (memory layout, the machine's load at that minute)
 drift of the machine reaches every build alike instead of landing between two of them.
 The gate compares two builds round by round (`benchkit.stats.trimmed_test`). After the first
 look (`benchkit.report.rounds_look`), the wall times whose verdict against their predecessor
-(or the baseline) is still open get more rounds on both builds, up to 24, in a second
-interleaved ``asv run --append-samples``; the others are decided and cost nothing more
+(or the baseline) is still open get more rounds on both builds in a second interleaved
+``asv run --append-samples``; the others are decided and cost nothing more
 (`benchkit.stats.first_look`: the rule, and why the gate's false-alarm rate stays within its
-alpha). ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M``
-sets the cap. What the gate finds this way is measured in docs/verdicts.md.
+alpha). The open ones share a budget: no more benchmark processes per build than 12 fixed
+rounds of every judged wall time would have run, and at most 24 rounds each
+(`benchkit.report.rounds_look.rounds_to_add`). ``--rounds N`` measures every wall time in N
+rounds and adds none; ``--max-rounds M`` gives every open one M rounds, without the budget.
+What the gate finds this way is measured in docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
 last reuses what the one before measured.
@@ -67,7 +70,12 @@ from benchkit.history.results.read import (
     read_results,
     set_aside_damaged,
 )
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, SAMPLES_PER_ROUND
+from benchkit.measure.walltime.timing import (
+    FIRST_LOOK_ROUNDS,
+    MAX_ROUNDS,
+    SAMPLES_PER_ROUND,
+    WALL_TIME_ROUNDS,
+)
 from benchkit.util import atomic_write_json, content_key
 
 if TYPE_CHECKING:
@@ -235,7 +243,7 @@ def add_rounds(
 ) -> int:
     """`added` more interleaved rounds of `top_up`'s wall times on its builds, appended to the
     samples they have (every other number kept); asv's exit code (0 when there is nothing)."""
-    if not top_up.benchmarks:
+    if not top_up.benchmarks or added < 1:
         return 0
     progress = progress or _Progress()
     progress.note(
@@ -283,17 +291,19 @@ def run_main_job(
     """The job, holding the checkout's lock (a second job waits, or refuses without `wait`).
     `baseline`: a tag or commit of main every measured build is also judged against.
     `rounds`: every wall time's rounds, none added (default: a first look of
-    `FIRST_LOOK_ROUNDS`); `max_rounds`: the cap for open verdicts (default `MAX_ROUNDS`, or
-    `rounds` when that is given)."""
+    `FIRST_LOOK_ROUNDS`); `max_rounds`: the rounds open verdicts get (default: up to
+    `MAX_ROUNDS` within the budget of `WALL_TIME_ROUNDS` fixed rounds; `rounds` when that is
+    given)."""
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found (run `benchkit main` in the benchkit checkout)")
     with job_lock(conf_path, wait):
         first = rounds or FIRST_LOOK_ROUNDS
         cap = max(first, max_rounds or (rounds or MAX_ROUNDS))
+        budget = WALL_TIME_ROUNDS if max_rounds is None and rounds is None else None
         return _run_main_job(
-            conf_path, builds, include_index, (first, cap), rerun, bench, machine, skip_damaged, source,
-            checkout, baseline,
+            conf_path, builds, include_index, (first, cap, budget), rerun, bench, machine, skip_damaged,
+            source, checkout, baseline,
         )  # fmt: skip
 
 
@@ -301,7 +311,7 @@ def _run_main_job(
     conf_path: Path,
     builds: Sequence[str] | None,
     include_index: bool,
-    looks: tuple[int, int],
+    looks: tuple[int, int, int | None],
     rerun: bool,
     bench: Sequence[str],
     machine: str | None,
@@ -350,10 +360,12 @@ def _run_main_job(
     progress.step(2, "asv machine description")
     machine_name = ensure_machine(conf_path, machine)
 
-    rounds, max_rounds = looks
+    rounds, max_rounds, budget_rounds = looks
     mode = f"wall time in {rounds} interleaved rounds (processes) of {SAMPLES_PER_ROUND} samples per build"
     if max_rounds > rounds:
         mode += f", up to {max_rounds} where a verdict is open"
+        if budget_rounds:
+            mode += f" (within what {budget_rounds} fixed rounds would cost)"
     rounds_key = f"rounds={rounds}x{SAMPLES_PER_ROUND}" + (f"..{max_rounds}" if max_rounds > rounds else "")
     ledger = Ledger(conf_path, [machine_name, rounds_key, *bench])
     expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
@@ -385,18 +397,25 @@ def _run_main_job(
             run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
         if run_code < 0:
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
-        record = settings_record.RunRecord.of(
-            run_settings, machine_name, rounds, SAMPLES_PER_ROUND, max_rounds
-        )
-        record_settings(Path(conf.results_dir), machine_name, todo, record)
+        top_up = None
+        reached = max_rounds
         if max_rounds > rounds and len(main_commits) >= 2:
             pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit)
             top_up = rounds_look.open_wall_times(
                 read_results(conf), machine_name, [(p.base, p.head) for p in pairs], max_rounds
             )
+            reached = rounds + rounds_look.rounds_to_add(top_up, rounds, max_rounds, budget_rounds)
             progress.note(top_up.describe())
+            if top_up.benchmarks and reached < max_rounds:
+                progress.note(
+                    f"{len(top_up.benchmarks)} of {top_up.looked} wall times open: {reached} rounds each "
+                    f"keeps them within what {budget_rounds} fixed rounds of all {top_up.looked} would cost"
+                )
+        record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND, reached)
+        record_settings(Path(conf.results_dir), machine_name, todo, record)
+        if top_up is not None:
             added = add_rounds(
-                conf_path, Path(conf.results_dir), machine_name, top_up, max_rounds - rounds, source, progress
+                conf_path, Path(conf.results_dir), machine_name, top_up, reached - rounds, source, progress
             )
             run_code = max(run_code, added)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.

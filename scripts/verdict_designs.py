@@ -5,11 +5,12 @@ rounds in the order they ran, so a design with fewer rounds is the first rounds 
 judged pair (base, head):
 
 * ``fixed N``: both sides cut to their first N rounds, then `benchkit check`'s gate;
-* ``adaptive`` (or ``adaptive F-M P``: F rounds first, up to M, futility p P): the main job's
-  own first look (`benchkit.report.rounds_look.open_wall_times`)
-  on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep
-  `MAX_ROUNDS` rounds on both sides, every other one its first look's; then the gate, as
-  `benchkit main` judges a build against its predecessor.
+* ``adaptive``: the main job's own first look (`benchkit.report.rounds_look.open_wall_times`)
+  on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep the
+  rounds the job would give them (`rounds_to_add`: up to `MAX_ROUNDS` within the budget of
+  `WALL_TIME_ROUNDS` fixed rounds), every other one its first look's; then the gate, as
+  `benchkit main` judges a build against its predecessor. ``adaptive F-M P`` (F rounds first,
+  M for the open ones, futility p P) is ``benchkit main --rounds F --max-rounds M``: no budget.
 
 The gate sees exactly the rounds the design would have measured. The one difference from the
 main job: there the added rounds run in a second ``asv run`` after the first look, here they
@@ -25,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchkit.history.results.read import LoadedResults, Measurement, ResultSet
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS
+from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, WALL_TIME_ROUNDS
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report import check
 from benchkit.report.check_config import CheckConfig
-from benchkit.report.rounds_look import open_wall_times
+from benchkit.report.rounds_look import open_wall_times, rounds_to_add
 from benchkit.stats import FUTILITY_P
 
 Key = tuple[str, str]
@@ -59,17 +60,17 @@ def cut_rounds(loaded: LoadedResults, machine: str, rounds_of: RoundsOf) -> Load
     return dataclasses.replace(loaded, sets={**loaded.sets, machine: sets})
 
 
-def parse_design(design: str) -> tuple[int, int, float]:
-    """(first rounds, cap, futility p) of "fixed N", "adaptive" (the main job's defaults) or
-    "adaptive F-M P" (F rounds, up to M, futility p P)."""
+def parse_design(design: str) -> tuple[int, int, float, int | None]:
+    """(first rounds, cap, futility p, budget's fixed rounds) of "fixed N", "adaptive" (the main
+    job's defaults) or "adaptive F-M P" (F rounds, up to M, futility p P, no budget)."""
     words = design.split()
     if words[0] == "fixed" and len(words) == 2:
-        return int(words[1]), int(words[1]), 1.0
+        return int(words[1]), int(words[1]), 1.0, None
     if words[0] == "adaptive" and len(words) in (1, 3):
         if len(words) == 1:
-            return FIRST_LOOK_ROUNDS, MAX_ROUNDS, FUTILITY_P
+            return FIRST_LOOK_ROUNDS, MAX_ROUNDS, FUTILITY_P, WALL_TIME_ROUNDS
         first, cap = words[1].split("-")
-        return int(first), int(cap), float(words[2])
+        return int(first), int(cap), float(words[2]), None
     raise SystemExit(f"design {design!r}: expected 'fixed N', 'adaptive' or 'adaptive F-M P'")
 
 
@@ -78,17 +79,18 @@ def design_rounds(
 ) -> tuple[LoadedResults, dict[Key, int]]:
     """The pair's results as `design` measures them (`parse_design`), and the rounds per wall
     time on the two sides together."""
-    first, cap, futility_p = parse_design(design)
+    first, cap, futility_p, budget = parse_design(design)
     if first == cap:
         cut = cut_rounds(loaded, machine, lambda commit, key: first)
     else:
         looked = cut_rounds(loaded, machine, lambda commit, key: first)
         top = open_wall_times(looked, machine, [(base, head)], cap, futility_p)
         top_commits, top_benchmarks = set(top.commits), set(top.benchmarks)
+        reached = first + rounds_to_add(top, first, cap, budget)
 
         def kept(commit: str, key: Key) -> int:
             opened = commit in top_commits and BenchmarkName.parse(key[0]).benchmark in top_benchmarks
-            return cap if opened else first
+            return reached if opened else first
 
         cut = cut_rounds(loaded, machine, kept)
     used: dict[Key, int] = {}

@@ -235,3 +235,22 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 1 open" in top.describe()
     # A side already at the cap gets nothing more; with both there, nothing is open to add.
     assert open_wall_times(loaded, MACHINE, [(base, head)], 8).commits == ()
+
+
+def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
+    from benchkit.report.rounds_look import TopUp, rounds_to_add
+
+    def top(open_count: int, looked: int) -> TopUp:
+        return TopUp(("a", "b"), tuple(f"w{i}" for i in range(open_count)), {}, looked)
+
+    # Few open: the cap. Many open: 12 fixed rounds' processes beyond the first 8, shared.
+    assert rounds_to_add(top(10, 223), 8, 24, 12) == 16
+    assert rounds_to_add(top(115, 223), 8, 24, 12) == 7  # 4 x 223 // 115
+    assert rounds_to_add(top(223, 223), 8, 24, 12) == 4  # all open: fixed 12's rounds exactly
+    for open_count in range(1, 224):
+        added = rounds_to_add(top(open_count, 223), 8, 24, 12)
+        assert 4 <= added <= 16 and added * open_count <= 4 * 223
+    # No budget (`--max-rounds`): every open one gets the cap; a first look at the cap adds none.
+    assert rounds_to_add(top(115, 223), 8, 24, None) == 16
+    assert rounds_to_add(top(115, 223), 24, 24, 12) == 0
+    assert rounds_to_add(top(0, 223), 8, 24, 12) == 16  # nothing open: the cap is what is recorded

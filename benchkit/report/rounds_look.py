@@ -3,7 +3,8 @@ those get more rounds (`benchkit.stats.first_look` holds the rule and why the ga
 
 Input: the results as read after the first ``asv run`` and the pairs the job judges (each
 measured build against its predecessor, and a baseline). Output: a `TopUp`, the builds and
-the ``time_wall`` benchmarks to measure again, which the job hands to asv as data.
+the ``time_wall`` benchmarks to measure again, which the job hands to asv as data, and how
+many rounds to add (`rounds_to_add`: up to the cap, within the budget of the fixed design).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class TopUp:
     commits: tuple[str, ...]  # in the order of the pairs given, each once
     benchmarks: tuple[str, ...]  # sorted
     looks: Mapping[Look, int]  # decisions over every judged pair and wall time
+    looked: int = 0  # distinct wall times the look judged (a test in at least one pair)
 
     def describe(self) -> str:
         counts = ", ".join(f"{self.looks.get(look, 0)} {look.value}" for look in Look)
@@ -50,6 +52,7 @@ def open_wall_times(
     looks: collections.Counter[Look] = collections.Counter()
     commits: dict[str, None] = {}
     benchmarks: set[str] = set()
+    looked: set[str] = set()
     for base, head in pairs:
         before = loaded.result_set(base, machine).measurements
         after = loaded.result_set(head, machine).measurements
@@ -64,10 +67,24 @@ def open_wall_times(
                 continue
             look = first_look(test, NOISE_CEILING, max_rounds, futility_p)
             looks[look] += 1
+            looked.add(key[0])
             if look is not Look.OPEN:
                 continue
             for commit, m in ((base, a), (head, b)):
                 if _rounds(m.samples, m.per_round) < max_rounds:
                     commits.setdefault(commit)
                     benchmarks.add(BenchmarkName.parse(key[0]).benchmark)
-    return TopUp(tuple(commits), tuple(sorted(benchmarks)), dict(looks))
+    return TopUp(tuple(commits), tuple(sorted(benchmarks)), dict(looks), len(looked))
+
+
+def rounds_to_add(top_up: TopUp, first: int, cap: int, budget_rounds: int | None) -> int:
+    """Rounds each open wall time gets after a first look of `first` rounds: up to `cap`, and,
+    with `budget_rounds` (the fixed design the adaptive one must not outspend, e.g.
+    `WALL_TIME_ROUNDS`), no more benchmark processes per build than that design would have run
+    beyond the first look on every judged wall time: (budget_rounds - first) x looked, shared
+    by the open ones. When few are open they reach the cap; when many are, fewer rounds each."""
+    most = max(cap - first, 0)
+    if budget_rounds is None or not top_up.benchmarks:
+        return most
+    budget = max(budget_rounds - first, 0) * max(top_up.looked, len(top_up.benchmarks))
+    return min(most, budget // len(top_up.benchmarks))

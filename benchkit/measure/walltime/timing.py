@@ -42,7 +42,8 @@ TARGET_BLOCK_SECONDS = 0.01
 WALL_TIME_ROUNDS = 12
 SAMPLES_PER_ROUND = 3
 # `benchkit main` instead looks twice: every wall time first gets FIRST_LOOK_ROUNDS, and only
-# those whose verdict is still open get more, up to MAX_ROUNDS (`benchkit.stats.first_look`).
+# those whose verdict is still open get more, up to MAX_ROUNDS (`benchkit.stats.first_look`),
+# together no more processes than WALL_TIME_ROUNDS would have run (`rounds_look.rounds_to_add`).
 FIRST_LOOK_ROUNDS = 8
 MAX_ROUNDS = 24
 
