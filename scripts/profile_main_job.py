@@ -152,7 +152,10 @@ def profile_of(
     return {
         "label": label,
         "commit": commit,
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        # when the job started (`since`), else now
+        "date": (dt.datetime.fromtimestamp(since, dt.UTC) if since else dt.datetime.now(dt.UTC)).strftime(
+            "%Y-%m-%d %H:%M UTC"
+        ),
         "main_args": main_args,
         "steps": steps,
         "builds": builds,
