@@ -22,7 +22,7 @@ interleaves the rounds across commits (round 8 of every torch build, then round 
 build, ...). Each round is a fresh process, so a build's wall time is independent draws of
 what varies between processes (memory layout, the machine's load at that minute), and a slow
 drift of the machine reaches every build alike instead of landing between two of them.
-The gate compares two builds round by round (`benchkit.stats.trimmed_test`). After the first
+The gate compares two builds' fast levels round by round (`benchkit.stats.fast_level_test`). After the first
 look (`benchkit.report.rounds_look`), the wall times whose verdict against their predecessor
 (or the baseline) is still open get more rounds on both builds in a second interleaved
 ``asv run --append-samples``; the others are decided and cost nothing more

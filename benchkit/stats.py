@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import statistics
 from collections.abc import Sequence
 
 # Like PyTorch's operatorbench: the 20th, 50th and 80th percentile of the speedups.
@@ -68,7 +69,7 @@ def minimum_detectable_change(sigma: float, critical: float | None = None) -> fl
 
     MDC = exp(critical * sigma) - 1, with `sigma` the standard error of log(after / before)
     and `critical` the test's critical value: by default z_{1-ALPHA/2} (3.29), for a
-    comparison of rounds Yuen's t quantile. A change with |log(after / before)| below
+    comparison of rounds Welch's t quantile. A change with |log(after / before)| below
     critical * sigma is one that A/A pairs produce more often than ALPHA.
     """
     return math.expm1((z_two_sided(ALPHA) if critical is None else critical) * sigma)
@@ -108,13 +109,27 @@ def median_shift_p(values: Sequence[float]) -> float:
 # (its own memory layout, and minutes apart from the other rounds), and its samples agree
 # more closely than the rounds of one build do (docs/verdicts.md;
 # `scripts/bench_verdicts.py` measures both). So a wall-time comparison treats each round as
-# one observation, the median of its samples, and compares the two builds' rounds with
-# Yuen's test: Welch's t-test on 20 % trimmed means with winsorized variances (Yuen 1974).
-# Trimming keeps one disturbed round (say one slowed by other processes on the cores) from
-# deciding, where a plain t-test loses its power and a rank test its significance.
+# one observation, the median of its samples.
+#
+# On a shared machine (a virtual machine whose cores another tenant uses in bursts of
+# seconds) a round that falls into a burst runs 1.3-2x slower, samples and all, and a fifth to
+# a half of a benchmark's rounds may do so: the rounds are a mixture of a fast level and a
+# burst level. A test of the whole mixture (a mean, a median, a trimmed mean) carries the
+# bursts' spread and sees only changes of their size. The rounds test compares the builds' fast
+# levels instead: the rounds of both sides within FAST_BAND of the second-fastest round of
+# the two together (the second, so that one freak fast round does not narrow the band),
+# compared with Welch's t-test. The band is chosen from both sides alike, without looking at
+# which build a round came from, so for identical builds which side a kept round belongs to
+# is a coin flip and the test's false alarms stay at its alpha, however wide the rounds
+# spread (a band chosen per side would not be: on rounds spread wider than the band, each
+# side's band follows its own luckiest rounds). A change larger than the band widens it
+# (`fast_rounds`). Measured: scripts/bench_verdicts.py, and tests/test_rounds.py on a model
+# of such a machine. A change that slows only some of a build's processes does not move its
+# fast level; it widens the rounds' spread instead.
 
-ROUND_TRIM = 0.2
-MIN_ROUNDS = 7  # per side: below it the trimmed variance rests on too few processes
+FAST_BAND = math.log(1.10)
+MIN_ROUNDS = 7  # per side: below it the fast level rests on too few processes
+MIN_FAST_ROUNDS = 3  # per side, kept in the band: Welch's variance needs a few
 
 
 def round_values(samples: Sequence[float] | None, per_round: int | None) -> list[float] | None:
@@ -131,15 +146,59 @@ def round_values(samples: Sequence[float] | None, per_round: int | None) -> list
     return [statistics.median(logs[i : i + per_round]) for i in range(0, len(logs), per_round)]
 
 
-@dataclasses.dataclass(frozen=True)
-class TrimmedTest:
-    """Yuen's two-sample test of `after` against `before` (values on the log scale)."""
+def _separate_cluster(values: Sequence[float]) -> list[float] | None:
+    """One side's rounds within `FAST_BAND` of its second-fastest, when they are a cluster of
+    their own (`MIN_FAST_ROUNDS` or more, and no round in the band above them); else None."""
+    ordered = sorted(values)
+    if len(ordered) < MIN_FAST_ROUNDS:
+        return None
+    top = ordered[1] + FAST_BAND
+    kept = [v for v in ordered if v <= top]
+    if len(kept) < MIN_FAST_ROUNDS or any(top < v <= top + FAST_BAND for v in ordered):
+        return None
+    return kept
 
-    change: float  # difference of the trimmed means: log(after / before)
+
+def fast_rounds(before: Sequence[float], after: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Each side's rounds (log values) at the fast level, ([], []) when no rule finds
+    `MIN_FAST_ROUNDS` a side:
+
+    * the rounds within `FAST_BAND` of the second-fastest round of both sides together;
+    * where a side has too few there, a change larger than the band: each side's own cluster
+      of fast rounds, where both sides have one set apart from their slower rounds, and the
+      two clusters lie more than the band apart;
+    * else the band of the first rule, doubled until each side has enough."""
+    pooled = sorted([*before, *after])
+    if len(pooled) < 2:
+        return [], []
+    reference, band = pooled[1], FAST_BAND
+    own = _separate_cluster(before), _separate_cluster(after)
+    while True:
+        kept = (
+            sorted(v for v in before if v <= reference + band),
+            sorted(v for v in after if v <= reference + band),
+        )
+        if min(len(kept[0]), len(kept[1])) >= MIN_FAST_ROUNDS:
+            return kept
+        if band == FAST_BAND and own[0] is not None and own[1] is not None:
+            if abs(statistics.fmean(own[1]) - statistics.fmean(own[0])) > FAST_BAND:
+                return own[0], own[1]
+        if reference + band >= pooled[-1]:
+            return [], []
+        band *= 2
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundsTest:
+    """Welch's test of the fast level of `after`'s rounds against `before`'s (log scale)."""
+
+    change: float  # difference of the fast levels: log(after / before)
     se: float  # its standard error
     df: float  # Welch-Satterthwaite degrees of freedom
-    n_before: int  # values (rounds) on each side
+    n_before: int  # rounds (processes) on each side
     n_after: int
+    fast_before: int  # of them, in the fast band
+    fast_after: int
 
     def critical(self, alpha: float = ALPHA) -> float:
         """|change| / se beyond this is significant at `alpha`, two-sided."""
@@ -156,28 +215,26 @@ class TrimmedTest:
         return float(2 * t.sf(abs(self.change) / self.se, self.df))
 
 
-def _trimmed_moments(values: Sequence[float], trim: float) -> tuple[float, float, int]:
-    """(trimmed mean, Yuen's squared standard error term, values kept)."""
-    x = sorted(values)
-    n = len(x)
-    g = math.floor(trim * n)
-    kept = n - 2 * g
-    mean = sum(x[g : n - g]) / kept
-    winsorized = [x[g]] * g + x[g : n - g] + [x[n - g - 1]] * g
-    w_mean = sum(winsorized) / n
-    w_var = sum((v - w_mean) ** 2 for v in winsorized) / (n - 1)
-    return mean, (n - 1) * w_var / (kept * (kept - 1)), kept
+def welch_test(before: Sequence[float], after: Sequence[float]) -> tuple[float, float, float]:
+    """(difference of the means, its standard error, Welch-Satterthwaite df), as
+    `scipy.stats.ttest_ind(after, before, equal_var=False)` computes them."""
+    n_a, n_b = len(before), len(after)
+    mean_a, mean_b = sum(before) / n_a, sum(after) / n_b
+    d_a = sum((v - mean_a) ** 2 for v in before) / (n_a - 1) / n_a
+    d_b = sum((v - mean_b) ** 2 for v in after) / (n_b - 1) / n_b
+    denominator = d_a**2 / (n_a - 1) + d_b**2 / (n_b - 1)
+    df = (d_a + d_b) ** 2 / denominator if denominator > 0 else float(n_a + n_b - 2)
+    return mean_b - mean_a, math.sqrt(d_a + d_b), df
 
 
-def trimmed_test(before: Sequence[float], after: Sequence[float], trim: float = ROUND_TRIM) -> TrimmedTest:
-    """Yuen's test (as `scipy.stats.ttest_ind(..., equal_var=False, trim=trim)`), with the
-    standard error and degrees of freedom kept for the minimum detectable change."""
-    mean_a, d_a, h_a = _trimmed_moments(before, trim)
-    mean_b, d_b, h_b = _trimmed_moments(after, trim)
-    se = math.sqrt(d_a + d_b)
-    denominator = d_a**2 / (h_a - 1) + d_b**2 / (h_b - 1)
-    df = (d_a + d_b) ** 2 / denominator if denominator > 0 else float(h_a + h_b - 2)
-    return TrimmedTest(mean_b - mean_a, se, df, len(before), len(after))
+def fast_level_test(before: Sequence[float], after: Sequence[float]) -> RoundsTest | None:
+    """The rounds test between two sides' round values (log scale); None when a side has
+    fewer than `MIN_FAST_ROUNDS` rounds."""
+    fast_a, fast_b = fast_rounds(before, after)
+    if min(len(fast_a), len(fast_b)) < MIN_FAST_ROUNDS:
+        return None
+    change, se, df = welch_test(fast_a, fast_b)
+    return RoundsTest(change, se, df, len(before), len(after), len(fast_a), len(fast_b))
 
 
 # ---------------------------------------------------------------- two looks at the rounds
@@ -210,19 +267,23 @@ class Look(enum.Enum):
     OPEN = "open"  # more rounds, up to the cap
 
 
-def projected(test: TrimmedTest, rounds: int) -> TrimmedTest:
+def projected(test: RoundsTest, rounds: int) -> RoundsTest:
     """`test` as it would come out with `rounds` a side, its spread what it is now (the
     standard error shrinks as 1/sqrt(rounds), the degrees of freedom grow with them)."""
     now = min(test.n_before, test.n_after)
     scale = rounds / now
     return dataclasses.replace(
-        test, se=test.se / math.sqrt(scale), df=test.df * scale, n_before=rounds, n_after=rounds
+        test,
+        se=test.se / math.sqrt(scale),
+        df=test.df * scale,
+        n_before=rounds,
+        n_after=rounds,
+        fast_before=round(test.fast_before * rounds / test.n_before),
+        fast_after=round(test.fast_after * rounds / test.n_after),
     )
 
 
-def first_look(
-    test: TrimmedTest, mdc_ceiling: float, max_rounds: int, futility_p: float = FUTILITY_P
-) -> Look:
+def first_look(test: RoundsTest, mdc_ceiling: float, max_rounds: int, futility_p: float = FUTILITY_P) -> Look:
     """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
     the gate can call a benchmark unchanged; `max_rounds`: the cap a side can reach).
     `futility_p` must stay above ROUNDS_ALPHA for the bound above to hold."""
@@ -232,7 +293,7 @@ def first_look(
     if p < futility_p:
         return Look.OPEN
 
-    def mdc(t: TrimmedTest) -> float:
+    def mdc(t: RoundsTest) -> float:
         return minimum_detectable_change(t.se, t.critical(ROUNDS_ALPHA))
 
     if mdc(test) <= mdc_ceiling:

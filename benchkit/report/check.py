@@ -10,11 +10,12 @@ each metric by its own noise:
 * **wall time** (unit seconds) is noisy: its threshold is by default the
   benchmark's own minimum detectable change (MDC). With at least
   `benchkit.stats.MIN_ROUNDS` asv rounds a side (the suite runs 12), each round is
-  one process and Yuen's trimmed test between the two builds' rounds gives the
-  change and its MDC; with fewer rounds the MDC comes from the history's spread
-  (`benchkit.report.noise`), and without one the wall time is insufficient data.
-  A configured factor (``--factor 1.10``) replaces the
-  MDC as the threshold, which the MDC must then be below.
+  one process and Welch's test between the two builds' fast levels (the rounds
+  a shared machine's bursts did not slow) gives the change and its MDC; with
+  fewer rounds the MDC comes from the history's spread (`benchkit.report.noise`),
+  and without one the wall time is insufficient data. A configured factor
+  (``--factor 1.10``) replaces the MDC as the threshold, which the MDC must then
+  be below.
 * **ratio** (any other tracked number, e.g. an operator's compiled/eager time
   ratio, lower is better): one number per build without samples, so by default, as a
   wall time without rounds, its own MDC from the history's spread (for an operator

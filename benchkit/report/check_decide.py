@@ -160,11 +160,12 @@ def environment_verdict(status: Status, key: Key, noise: Noise, pair: PairNoise,
 
 
 def shift_of(pair: PairNoise | None, key: Key, by_rounds: bool = False) -> str:
-    """The environment shift that makes this pair's wall time of `key` the machine's, if any.
+    """The environment shift that makes "no change" in this pair's wall time of `key` the
+    machine's, if any, whether or not the case's instruction count moved.
 
     For a comparison `by_rounds` only a drift the two runs did not share counts: a shared one
     (asv interleaved both builds' rounds) is in the test's spread."""
-    if pair is None or pair.counts_moved.get(key):
+    if pair is None:
         return ""
     shifts = ([pair.between] if pair.between is not None else []) + list(pair.drifts(by_rounds))
     return "; ".join(s.short() for s in shifts)

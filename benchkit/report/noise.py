@@ -9,8 +9,9 @@ So each benchmark gets a noise estimate ``sigma``, the standard deviation of
 
 * a wall time with at least `benchkit.stats.MIN_ROUNDS` rounds a side (benchkit's suite runs
   12) is judged by its rounds: each round is a process, the processes are the replicates,
-  and Yuen's trimmed test between the two builds' rounds (`benchkit.stats.trimmed_test`)
-  gives the change, its standard error and the critical value, from this very comparison;
+  and Welch's test between the two builds' fast levels (`benchkit.stats.fast_level_test`:
+  the rounds a shared machine's bursts did not slow) gives the change, its standard error
+  and the critical value, from this very comparison;
 * otherwise the largest known of: the **history** (consecutive measured commits are
   de-facto A/A pairs for a case whose instruction count did not move between them, for
   wall time, or robustly all consecutive pairs for instructions and ratios: a MAD ignores
@@ -39,14 +40,14 @@ from benchkit.stats import (
     MEDIAN_EFFICIENCY,
     MIN_ROUNDS,
     ROUNDS_ALPHA,
-    TrimmedTest,
+    RoundsTest,
+    fast_level_test,
     log_samples,
     median_shift_p,
     minimum_detectable_change,
     robust_sigma,
     round_values,
     sign_test_p,
-    trimmed_test,
     z_two_sided,
 )
 
@@ -116,7 +117,7 @@ class Noise:
     """One benchmark's noise for one comparison; `sigma` None: too little data to estimate it.
 
     `sigma` is the standard error of the log change; a change beyond `critical` × `sigma`
-    is detected (the normal z at `ALPHA`, or Yuen's t at `ROUNDS_ALPHA` for a comparison of rounds, whose
+    is detected (the normal z at `ALPHA`, or Welch's t at `ROUNDS_ALPHA` for a comparison of rounds, whose
     `change` then is the log change that test measured instead of asv's two values)."""
 
     sigma: float | None
@@ -182,13 +183,14 @@ def history_sigmas(
 def rounds_shift(m: Measurement) -> tuple[float, float] | None:
     """(log shift of the later rounds against the earlier ones, its standard error) of one build
     with `MIN_ROUNDS` or more rounds: the later half of the processes against the earlier half
-    (Yuen's test; asv records the rounds in the order it ran them). None with fewer rounds."""
+    (the rounds test; asv records the rounds in the order it ran them). None with fewer rounds,
+    or too few of a half in its fast band."""
     values = round_values(m.samples, m.per_round)
     if values is None or len(values) < MIN_ROUNDS:
         return None
     half = len(values) // 2
-    test = trimmed_test(values[:half], values[half:])
-    return test.change, test.se
+    test = fast_level_test(values[:half], values[half:])
+    return None if test is None else (test.change, test.se)
 
 
 def value_sigma(m: Measurement) -> float | None:
@@ -200,13 +202,14 @@ def value_sigma(m: Measurement) -> float | None:
     return None if sigma is None else MEDIAN_EFFICIENCY * sigma / math.sqrt(len(values or ()))
 
 
-def rounds_test(before: Measurement, after: Measurement) -> TrimmedTest | None:
-    """Yuen's test between the two builds' rounds, when each has `MIN_ROUNDS` or more."""
+def rounds_test(before: Measurement, after: Measurement) -> RoundsTest | None:
+    """The rounds test between the two builds' fast levels, when each has `MIN_ROUNDS` rounds
+    or more, `MIN_FAST_ROUNDS` of them in its fast band (`benchkit.stats.fast_level_test`)."""
     a, b = round_values(before.samples, before.per_round), round_values(after.samples, after.per_round)
     if a is None or b is None or min(len(a), len(b)) < MIN_ROUNDS:
         return None
-    test = trimmed_test(a, b)
-    return test if test.se > 0 else None
+    test = fast_level_test(a, b)
+    return test if test is not None and test.se > 0 else None
 
 
 def estimate(
@@ -221,7 +224,8 @@ def estimate(
         test = rounds_test(before, after)
         if test is not None:
             rounds = f"{test.n_before}+{test.n_after}"
-            basis = f"rounds: {rounds} processes, Yuen's test"
+            fast = f"{test.fast_before}+{test.fast_after}"
+            basis = f"rounds: {rounds} processes, {fast} at the fast level, Welch's test"
             return Noise(test.se, basis, test.critical(ROUNDS_ALPHA), test.change, rounds)
     sources: list[tuple[float, str]] = []
     if history is not None:

@@ -17,7 +17,7 @@ from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report.check_decide import NOISE_CEILING
 from benchkit.report.noise import rounds_test
-from benchkit.stats import FUTILITY_P, Look, first_look, round_values
+from benchkit.stats import FUTILITY_P, MIN_ROUNDS, Look, first_look, round_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +63,12 @@ def open_wall_times(
             if not (a.has_number and b.has_number):
                 continue
             test = rounds_test(a, b)
-            if test is None:  # too few rounds for the test: the gate judges by the history
+            if test is not None:
+                look = first_look(test, NOISE_CEILING, max_rounds, futility_p)
+            elif min(_rounds(a.samples, a.per_round), _rounds(b.samples, b.per_round)) >= MIN_ROUNDS:
+                look = Look.OPEN  # too few rounds at the fast level yet: more rounds may add some
+            else:  # too few rounds for the test: the gate judges by the history
                 continue
-            look = first_look(test, NOISE_CEILING, max_rounds, futility_p)
             looks[look] += 1
             looked.add(key[0])
             if look is not Look.OPEN:

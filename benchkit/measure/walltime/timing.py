@@ -35,7 +35,7 @@ TARGET_BLOCK_SECONDS = 0.01
 # Processes per build and samples per process of every ``time_wall`` (asv's ``rounds`` and
 # ``repeat``). Wall time moves more between processes than within one, and now and then a
 # process is disturbed, so the gate compares builds process by process
-# (`benchkit.stats.trimmed_test`) and what it can see depends on how many processes a build
+# (`benchkit.stats.fast_level_test`) and what it can see depends on how many processes a build
 # has; docs/verdicts.md gives the power and false-alarm figures for this number. Three samples
 # give each process a median; more samples per process would not shrink the between-process part.
 # ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
