@@ -188,6 +188,20 @@ def fast_rounds(before: Sequence[float], after: Sequence[float]) -> tuple[list[f
         band *= 2
 
 
+def fast_level(values: Sequence[float]) -> tuple[float, float] | None:
+    """One build's fast level from its own rounds (log values), for a history of builds: the
+    mean of the rounds within `FAST_BAND` of its second-fastest, and its standard error; None
+    with fewer than `MIN_FAST_ROUNDS` there. A band per build follows its luckiest rounds a
+    little, alike in every build, so a history's spread of these levels holds that too."""
+    ordered = sorted(values)
+    if len(ordered) < 2:
+        return None
+    kept = [v for v in ordered if v <= ordered[1] + FAST_BAND]
+    if len(kept) < MIN_FAST_ROUNDS:
+        return None
+    return statistics.fmean(kept), statistics.stdev(kept) / math.sqrt(len(kept))
+
+
 @dataclasses.dataclass(frozen=True)
 class RoundsTest:
     """Welch's test of the fast level of `after`'s rounds against `before`'s (log scale)."""

@@ -9,7 +9,9 @@ log-normal noise: 1 % per build's run, 1.5 % per round, 0.5 % per sample) and a 
 instruction count. The first case's wall time steps by the configured size at a build drawn
 between 3 and 27 (at least three builds on each side); the others stay flat. Suites of 3 and
 of 15 cases; with and without a busy build (every wall time x1.6 at one interior build drawn at
-random); step sizes 2, 3, 5 and 10 %; and the issue's case, +10 % at build 20. Each history
+random); a shared machine's histories, where 30 % of the rounds fall into another tenant's
+bursts (x1.3-2.0 slower); step sizes 2, 3, 5 and 10 %; and the issue's case, +10 % at build
+20, with and without bursts. Each history
 goes through the user's command, ``benchkit regressions --json OUT`` (the command line's
 `main`, in process), and its JSON is scored:
 
@@ -50,29 +52,53 @@ BUILDS = 30
 EDGE = 3  # builds at least on each side of a step
 ISSUE_CASE = (20, 0.10)  # the issue's history: +10 % from build 20 on
 MAX_LISTED = 12  # missed steps whose builds the table lists
+BURSTS = 0.3  # share of the rounds in another tenant's bursts, for the shared-machine histories
 
 
 def _configs(seeds: int) -> Iterator[dict[str, Any]]:
     for walls in SUITES:
-        for busy in (False, True):
+        for busy, bursts in ((False, 0.0), (True, 0.0), (False, BURSTS)):
             for size in SIZES:
                 for seed in range(seeds):
-                    yield {"kind": "varied", "walls": walls, "busy": busy, "size": size, "seed": seed}
-        for seed in range(seeds):
-            yield {"kind": "issue", "walls": walls, "busy": False, "size": ISSUE_CASE[1], "seed": seed}
+                    yield {
+                        "kind": "varied",
+                        "walls": walls,
+                        "busy": busy,
+                        "bursts": bursts,
+                        "size": size,
+                        "seed": seed,
+                    }
+        for bursts in (0.0, BURSTS):
+            for seed in range(seeds):
+                yield {
+                    "kind": "issue",
+                    "walls": walls,
+                    "busy": False,
+                    "bursts": bursts,
+                    "size": ISSUE_CASE[1],
+                    "seed": seed,
+                }
 
 
 def _score(config: dict[str, Any], workdir: Path, regressions: Any) -> dict[str, Any]:
     from support.histories import commit_hash, stepped_history
 
     key = "{kind}-{walls}-{busy}-{size}-{seed}".format(**config)
+    if config["bursts"]:
+        key += "-bursts{bursts}".format(**config)
     rng = random.Random(zlib.crc32(key.encode()))
     position = ISSUE_CASE[0] if config["kind"] == "issue" else rng.randint(EDGE, BUILDS - EDGE)
     busy = rng.randint(1, BUILDS - 2) if config["busy"] else None
     root = workdir / key
     root.mkdir()
     history = stepped_history(
-        root, config["walls"], rng.randrange(2**32), (position, 1 + config["size"]), busy, BUILDS
+        root,
+        config["walls"],
+        rng.randrange(2**32),
+        (position, 1 + config["size"]),
+        busy,
+        BUILDS,
+        config["bursts"],
     )
     out = root / "steps.json"
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -138,18 +164,20 @@ def _per_1000(count: int, total: int) -> str:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| suite | busy build | step | histories | found (±1 build) | of those judged "
+        "| suite | busy build | rounds in bursts | step | histories | found (±1 build) | of those judged "
         "| missed: step at build "
         "| further steps of the stepping benchmark | false steps per 1,000 flat benchmark-histories "
         "| outlier rows on flat benchmarks | instruction-count steps | steps at the busy build "
         "| busy build left out |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in rows:
-        groups.setdefault((row["kind"], row["walls"], row["busy"], row["size"]), []).append(row)
-    for (kind, walls, busy, size), group in groups.items():
+        groups.setdefault((row["kind"], row["walls"], row["busy"], row["bursts"], row["size"]), []).append(
+            row
+        )
+    for (kind, walls, busy, bursts, size), group in groups.items():
         n = len(group)
         found = sum(r["found"] for r in group)
         busy_rows = [r for r in group if r["busy_at"] is not None]
@@ -159,7 +187,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
         left_out = sum(r["busy_left_out"] for r in busy_rows)
         left_out = f"{left_out} of {len(busy_rows)}" if busy_rows else "-"
         lines.append(
-            f"| {walls} wall times | {'yes' if busy else 'no'} | +{size:.0%} {where} | {n} "
+            f"| {walls} wall times | {'yes' if busy else 'no'} | {bursts:.0%} | +{size:.0%} {where} | {n} "
             f"| {found} ({100 * found / n:.1f} %) | {sum(r['judged'] for r in group)} "
             f"| {listed or '-'} | {sum(r['extra'] for r in group)} "
             f"| {_per_1000(sum(r['flat_false'] for r in group), sum(r['flat'] for r in group))} "
@@ -171,22 +199,30 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _summary(rows: list[dict[str, Any]]) -> str:
-    big = [r for r in rows if r["size"] >= 0.05]
-    issue = [r for r in rows if r["kind"] == "issue"]
-    busy = [r for r in rows if r["busy_at"] is not None]
-    found = sum(r["found"] for r in big)
-    missed = [str(r["position"]) for r in big if not r["found"]]
-    where = ", ".join(missed) if len(missed) <= MAX_LISTED else "all along the history"
-    flat = sum(r["flat"] for r in rows)
-    false = sum(r["flat_false"] for r in rows)
-    return (
-        f"- steps of 5 % and more (positions drawn, and the issue's case) found within ±1 build: "
-        f"{found} of {len(big)} ({100 * found / len(big):.1f} %); the missed ones stepped at builds "
-        f"{where or '-'} of {BUILDS}\n"
-        f"- the issue's +10 % at build 20 found: {sum(r['found'] for r in issue)} of {len(issue)} seeds\n"
-        f"- false steps on flat wall times: {_per_1000(false, flat)} per 1,000 flat benchmark-histories\n"
-        f"- steps at a busy build: {sum(r['busy_false'] for r in busy)} in {len(busy)} histories with one\n"
-    )
+    lines = []
+    for bursts in sorted({r["bursts"] for r in rows}):
+        part = [r for r in rows if r["bursts"] == bursts]
+        big = [r for r in part if r["size"] >= 0.05]
+        issue = [r for r in part if r["kind"] == "issue"]
+        busy = [r for r in part if r["busy_at"] is not None]
+        found = sum(r["found"] for r in big)
+        missed = [str(r["position"]) for r in big if not r["found"]]
+        where = ", ".join(missed) if len(missed) <= MAX_LISTED else "all along the history"
+        flat = sum(r["flat"] for r in part)
+        false = sum(r["flat_false"] for r in part)
+        lines.append(f"{bursts:.0%} of the rounds in bursts:\n")
+        lines.append(
+            f"- steps of 5 % and more (positions drawn, and the issue's case) found within ±1 build: "
+            f"{found} of {len(big)} ({100 * found / len(big):.1f} %); the missed ones stepped at builds "
+            f"{where or '-'} of {BUILDS}\n"
+            f"- the issue's +10 % at build 20 found: {sum(r['found'] for r in issue)} of {len(issue)} seeds\n"
+            f"- false steps on flat wall times: {_per_1000(false, flat)} per 1,000 flat benchmark-histories\n"
+        )
+        if busy:
+            at_busy = sum(r["busy_false"] for r in busy)
+            lines.append(f"- steps at a busy build: {at_busy} in {len(busy)} histories with one\n")
+        lines.append("\n")
+    return "".join(lines)
 
 
 def main() -> int:

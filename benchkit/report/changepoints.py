@@ -32,7 +32,14 @@ from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.kernel_marks import label_step
 from benchkit.report.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
 from benchkit.report.kernels import is_kernel_record
-from benchkit.report.noise import INSTRUCTIONS_SIGMA, build_shift, case_of, round_drifts, value_sigma
+from benchkit.report.noise import (
+    INSTRUCTIONS_SIGMA,
+    build_shift,
+    case_of,
+    round_drifts,
+    value_sigma,
+    wall_level,
+)
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
 from benchkit.report.segments import FALSE_STEP_RATE, fit_levels
 from benchkit.report.step_types import Step
@@ -179,11 +186,12 @@ def changepoints(
         column = [r.measurements.get((name, env)) for r in history]
         versions = [m.version for m in column if m is not None and m.version]
         latest = versions[-1] if versions else None
+        metric = metric_of(name)
+        value_of = wall_level if metric == MetricKind.WALL_TIME else (lambda m: m.value)
         values = [
-            m.value if m is not None and m.has_number and (not m.version or m.version == latest) else None
+            value_of(m) if m is not None and m.has_number and (not m.version or m.version == latest) else None
             for m in column
         ]
-        metric = metric_of(name)
         if metric == MetricKind.WALL_TIME:
             values = [None if i in disturbed else v for i, v in enumerate(values)]
         floor = _noise_floor(metric, [m for m, v in zip(column, values, strict=True) if m and v])
@@ -206,8 +214,9 @@ def changepoints(
 
 def _noise_floor(metric: MetricKind, measured: Sequence[Measurement]) -> float:
     """The least noise of one value of a series (log scale): for a wall time the median over its
-    builds of each build's own spread from its rounds, for an instruction count Callgrind's
-    prior; 0 for the rest, which have nothing but their history."""
+    builds of each build's own spread from its rounds (of its fast level, the series' value),
+    for an instruction count Callgrind's prior; 0 for the rest, which have nothing but their
+    history."""
     if metric == MetricKind.INSTRUCTIONS:
         return INSTRUCTIONS_SIGMA
     if metric != MetricKind.WALL_TIME:

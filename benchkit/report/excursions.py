@@ -3,9 +3,9 @@
 A build measured while the machine was busy, or slower for the minutes it ran, moves
 every wall time by about one common factor while its instruction counts stay where they
 were: the machine's doing, not torch's. Seen over a history it is an excursion. Per
-wall-time benchmark, the build's value is compared with the level of the builds just
-before it and with the level of those just after it; it moved when it lies beyond its
-noise on the same side of both. A build is disturbed when its wall times moved that way
+wall-time benchmark, the build's value (its fast level, `benchkit.report.noise.wall_level`)
+is compared with the level of the builds just before it and with the level of those just
+after it; it moved when it lies beyond its noise on the same side of both. A build is disturbed when its wall times moved that way
 together -- all but a quarter of them, in one direction, by a median factor beyond the
 benchmarks' noise -- while its instruction counts (where the suite has them) did not move
 by the count threshold. Its wall times then make no steps in `benchkit.report.changepoints`,
@@ -24,8 +24,9 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from benchkit.history.results.read import ResultSet
+from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import MetricKind
+from benchkit.report.noise import wall_level
 from benchkit.stats import robust_sigma
 
 NEIGHBOURS = 2  # builds on each side whose median is the level a build is compared with
@@ -62,14 +63,16 @@ class DisturbedBuild:
 Series = dict[tuple[str, str], list[float | None]]
 
 
-def _series(history: Sequence[ResultSet], keys: Sequence[tuple[str, str]]) -> Series:
+def _series(
+    history: Sequence[ResultSet],
+    keys: Sequence[tuple[str, str]],
+    value_of: Callable[[Measurement], float | None],
+) -> Series:
     out = {}
     for key in keys:
         column = [r.measurements.get(key) for r in history]
-        out[key] = [
-            math.log(m.value) if m is not None and m.has_number and m.value and m.value > 0 else None
-            for m in column
-        ]
+        values = [value_of(m) if m is not None and m.has_number else None for m in column]
+        out[key] = [math.log(v) if v is not None and v > 0 else None for v in values]
     return out
 
 
@@ -145,8 +148,10 @@ def _prepared(
     history: Sequence[ResultSet], metric_of: Callable[[str], MetricKind]
 ) -> tuple[Series, Series, dict[tuple[str, str], float]]:
     keys = sorted({key for r in history for key in r.measurements})
-    walls = _series(history, [k for k in keys if metric_of(k[0]) == MetricKind.WALL_TIME])
-    counts = _series(history, [k for k in keys if metric_of(k[0]) == MetricKind.INSTRUCTIONS])
+    walls = _series(history, [k for k in keys if metric_of(k[0]) == MetricKind.WALL_TIME], wall_level)
+    counts = _series(
+        history, [k for k in keys if metric_of(k[0]) == MetricKind.INSTRUCTIONS], lambda m: m.value
+    )
     return walls, counts, {key: _noise(values) for key, values in walls.items()}
 
 

@@ -37,10 +37,10 @@ from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.kernels import kernel_changed
 from benchkit.stats import (
     ALPHA,
-    MEDIAN_EFFICIENCY,
     MIN_ROUNDS,
     ROUNDS_ALPHA,
     RoundsTest,
+    fast_level,
     fast_level_test,
     log_samples,
     median_shift_p,
@@ -193,13 +193,27 @@ def rounds_shift(m: Measurement) -> tuple[float, float] | None:
     return None if test is None else (test.change, test.se)
 
 
+def _level(m: Measurement) -> tuple[float, float] | None:
+    values = round_values(m.samples, m.per_round)
+    return fast_level(values) if values is not None and len(values) >= MIN_ROUNDS else None
+
+
 def value_sigma(m: Measurement) -> float | None:
     """The standard error of one build's wall time (log scale) from its own rounds, each round a
-    process: the spread of the level it reports within its run. None with fewer than
-    `MIN_ROUNDS` rounds. Between runs a wall time moves by more; this is a floor."""
-    values = round_values(m.samples, m.per_round)
-    sigma = robust_sigma(values) if values is not None and len(values) >= MIN_ROUNDS else None
-    return None if sigma is None else MEDIAN_EFFICIENCY * sigma / math.sqrt(len(values or ()))
+    process: of its fast level (`wall_level`). None with fewer than `MIN_ROUNDS` rounds or
+    `MIN_FAST_ROUNDS` at the fast level. Between runs a wall time moves by more; this is a floor."""
+    level = _level(m)
+    return None if level is None else level[1]
+
+
+def wall_level(m: Measurement) -> float | None:
+    """A build's wall time (seconds) as a history judges it: the fast level of its rounds
+    (`benchkit.stats.fast_level`: the rounds another tenant's bursts did not slow), with
+    `MIN_ROUNDS` rounds; else asv's value."""
+    if not m.has_number or m.value is None:
+        return None
+    level = _level(m)
+    return m.value if level is None else math.exp(level[0])
 
 
 def rounds_test(before: Measurement, after: Measurement) -> RoundsTest | None:

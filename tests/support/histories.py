@@ -111,12 +111,15 @@ RUN_SIGMA, ROUND_SIGMA, SAMPLE_SIGMA = 0.01, 0.015, 0.005
 BUSY_FACTOR = 1.6  # every wall time of a build measured while the machine was busy
 
 
-def wall_samples(rng: random.Random, level: float) -> list[float]:
-    """One build's wall-time samples, round after round as asv records them."""
+def wall_samples(rng: random.Random, level: float, bursts: float = 0.0) -> list[float]:
+    """One build's wall-time samples, round after round as asv records them; a share `bursts` of
+    the rounds falls into another tenant's burst on a shared machine and runs x1.3-2.0 slower."""
     run = rng.gauss(0, RUN_SIGMA)
     samples = []
     for _ in range(ROUNDS):
         offset = run + rng.gauss(0, ROUND_SIGMA)
+        if rng.random() < bursts:
+            offset += math.log(rng.uniform(1.3, 2.0))
         samples += [level * math.exp(offset + rng.gauss(0, SAMPLE_SIGMA)) for _ in range(PER_ROUND)]
     return samples
 
@@ -139,11 +142,12 @@ def stepped_history(
     step: tuple[int, float] | None = None,
     busy: int | None = None,
     builds: int = COMMITS,
+    bursts: float = 0.0,
 ) -> SteppedHistory:
-    """`walls` cases with a wall time (12 rounds x 3 samples, `wall_samples`) and a flat
-    instruction count each; `step` = (build, factor): the first case's wall time is that factor
-    slower from that build on, the others stay flat; `busy`: every wall time of that build
-    x`BUSY_FACTOR`."""
+    """`walls` cases with a wall time (12 rounds x 3 samples, `wall_samples`, `bursts` of the
+    rounds in another tenant's bursts) and a flat instruction count each; `step` = (build,
+    factor): the first case's wall time is that factor slower from that build on, the others
+    stay flat; `busy`: every wall time of that build x`BUSY_FACTOR`."""
     rng = random.Random(seed)
     project = History(root)
     cases = [f"Case{k}" for k in range(walls)]
@@ -157,7 +161,7 @@ def stepped_history(
                 level *= step[1]
             if i == busy:
                 level *= BUSY_FACTOR
-            samples = wall_samples(rng, level)
+            samples = wall_samples(rng, level, bursts)
             project.add(i, WALL.format(case), statistics.median(samples), samples)
             project.add(i, COUNTS.format(case), 2_000_000 + 1000 * k)
     project.save()
