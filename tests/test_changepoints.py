@@ -188,6 +188,19 @@ def test_a_flat_history_makes_no_step(tmp_path: Path, seed: int) -> None:
     assert _regressions_json(history, tmp_path)["steps"] == []
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_on_a_shared_machine_the_step_is_found_and_the_bursts_make_none(tmp_path: Path, seed: int) -> None:
+    """30 % of every build's rounds in another tenant's bursts (x1.3-2.0): asv's value of a build,
+    the median of its samples, moves with how many of its rounds fell into one; the fast level
+    the history judges does not."""
+    history = stepped_history(tmp_path, 15, seed, step=(20, 1.10), bursts=0.3)
+    data = _regressions_json(history, tmp_path)
+    [(position, label)] = _steps_of(data, history.stepped)
+    assert abs(position - 20) <= 1 and label == "wall time only"
+    assert [s for s in data["steps"] if s["name"] != history.stepped] == []
+    assert data["shifted_builds"] == []
+
+
 @pytest.mark.parametrize("walls", [3, 15])
 def test_a_busy_build_makes_no_step(tmp_path: Path, walls: int) -> None:
     """Every wall time x1.6 at one build: left out as disturbed, no step at it, the real step stays."""
