@@ -19,19 +19,19 @@
 
 Wall time: every ``time_wall`` first runs in 8 asv rounds of 3 samples per build, and asv
 interleaves the rounds across commits (round 8 of every torch build, then round 7 of every
-build, ...). Each round is a fresh process, so a build's wall time is independent draws of
-what varies between processes (memory layout, the machine's load at that minute), and a slow
-drift of the machine reaches every build alike instead of landing between two of them.
-The gate compares two builds' fast levels round by round (`benchkit.stats.fast_level_test`). After the first
-look (`benchkit.report.rounds_look`), the wall times whose verdict against their predecessor
-(or the baseline) is still open get more rounds on both builds in a second interleaved
-``asv run --append-samples``; the others are decided and cost nothing more
-(`benchkit.stats.first_look`: the rule, and why the gate's false-alarm rate stays within its
-alpha). The open ones share a budget: no more benchmark processes per build than 12 fixed
-rounds of every judged wall time would have run, and at most 24 rounds each
-(`benchkit.report.rounds_look.rounds_to_add`). ``--rounds N`` measures every wall time in N
-rounds and adds none; ``--max-rounds M`` gives every open one M rounds, without the budget.
-What the gate finds this way is measured in docs/verdicts.md.
+build, ...). Each round is a fresh process, so a build's wall time is independent draws of what
+varies between processes (memory layout, the machine's load at that minute), and a slow drift of
+the machine reaches every build alike instead of landing between two of them. The gate compares
+two builds' fast levels round by round (`benchkit.stats.fast_level_test`). After the first look
+(`benchkit.report.rounds_look`), the wall times whose verdict against their predecessor (or the
+baseline) is still open get more rounds on both builds in a second interleaved
+``asv run --append-samples``; the others are decided and cost nothing more (`benchkit.stats.first_look`:
+the rule, and why the gate's false-alarm rate stays within its alpha). The open ones share a
+budget: no more benchmark processes per build than 12 fixed rounds of every judged wall time
+would have run, and at most 24 rounds each (`benchkit.report.rounds_look.rounds_to_add`).
+``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
+every open one M rounds, without the budget. What the gate finds this way is measured in
+docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
 last reuses what the one before measured.

@@ -111,21 +111,21 @@ def median_shift_p(values: Sequence[float]) -> float:
 # `scripts/bench_verdicts.py` measures both). So a wall-time comparison treats each round as
 # one observation, the median of its samples.
 #
-# On a shared machine (a virtual machine whose cores another tenant uses in bursts of
-# seconds) a round that falls into a burst runs 1.3-2x slower, samples and all, and a fifth to
-# a half of a benchmark's rounds may do so: the rounds are a mixture of a fast level and a
-# burst level. A test of the whole mixture (a mean, a median, a trimmed mean) carries the
-# bursts' spread and sees only changes of their size. The rounds test compares the builds' fast
-# levels instead: the rounds of both sides within FAST_BAND of the second-fastest round of
-# the two together (the second, so that one freak fast round does not narrow the band),
-# compared with Welch's t-test. The band is chosen from both sides alike, without looking at
-# which build a round came from, so for identical builds which side a kept round belongs to
-# is a coin flip and the test's false alarms stay at its alpha, however wide the rounds
-# spread (a band chosen per side would not be: on rounds spread wider than the band, each
-# side's band follows its own luckiest rounds). A change larger than the band widens it
-# (`fast_rounds`). Measured: scripts/bench_verdicts.py, and tests/test_rounds.py on a model
-# of such a machine. A change that slows only some of a build's processes does not move its
-# fast level; it widens the rounds' spread instead.
+# On a shared machine (a virtual machine whose cores another tenant uses in bursts of seconds) a
+# round that falls into a burst runs 1.3-2x slower, samples and all, and a fifth to a half of a
+# benchmark's rounds may do so: the rounds are a mixture of a fast level and a burst level. A
+# test of the whole mixture (a mean, a median, a trimmed mean) carries the bursts' spread and
+# sees only changes of their size. The rounds test compares the builds' fast levels instead: the
+# rounds of both sides within FAST_BAND of the second-fastest round of the two together (the
+# second, so that one freak fast round does not narrow the band), compared with Welch's t-test.
+# The band is chosen from both sides alike, without looking at which build a round came from, so
+# for identical builds which side a kept round belongs to is a coin flip and the test's false
+# alarms stay at its alpha, however wide the rounds spread (a band chosen per side would not be:
+# on rounds spread wider than the band, each side's band follows its own luckiest rounds). A
+# change larger than the band is met by each side's own cluster of fast rounds, or a wider band
+# (`fast_rounds`). Measured: scripts/bench_verdicts.py, and tests/test_rounds.py on a model of
+# such a machine. A change that slows only some of a build's processes does not move its fast
+# level; it widens the rounds' spread instead.
 
 FAST_BAND = math.log(1.10)
 MIN_ROUNDS = 7  # per side: below it the fast level rests on too few processes

@@ -1,19 +1,18 @@
 """Disturbed builds over a whole history: one build's wall times all away, together, and back.
 
-A build measured while the machine was busy, or slower for the minutes it ran, moves
-every wall time by about one common factor while its instruction counts stay where they
-were: the machine's doing, not torch's. Seen over a history it is an excursion. Per
-wall-time benchmark, the build's value (its fast level, `benchkit.report.noise.wall_level`)
-is compared with the level of the builds just before it and with the level of those just
-after it; it moved when it lies beyond its noise on the same side of both. A build is disturbed when its wall times moved that way
+A build measured while the machine was busy, or slower for the minutes it ran, moves every wall
+time by about one common factor while its instruction counts stay where they were: the machine's
+doing, not torch's. Seen over a history it is an excursion. Per wall-time benchmark, the build's
+value (its fast level, `benchkit.report.noise.wall_level`) is compared with the level of the
+builds just before it and with the level of those just after it; it moved when it lies beyond
+its noise on the same side of both. A build is disturbed when its wall times moved that way
 together -- all but a quarter of them, in one direction, by a median factor beyond the
-benchmarks' noise -- while its instruction counts (where the suite has them) did not move
-by the count threshold. Its wall times then make no steps in `benchkit.report.changepoints`,
-and it is reported once. Over a history the first and last builds have one side only and
-are not judged this way; `benchkit check` judges its base and head by `build_disturbance`,
-one-sided at an end of the history (against the builds before a last head; only where the
-suite has instruction counts to witness that the code stayed), and leaves a disturbed side's
-wall times unjudged.
+benchmarks' noise -- while its instruction counts (where the suite has them) did not move by the
+count threshold. Its wall times then make no steps in `benchkit.report.changepoints`, and it is
+reported once. Over a history the first and last builds have one side only and are not judged
+this way; `benchkit check` judges its base and head by `build_disturbance`, one-sided at an end
+of the history (against the builds before a last head; only where the suite has instruction
+counts to witness that the code stayed), and leaves a disturbed side's wall times unjudged.
 """
 
 from __future__ import annotations
