@@ -380,7 +380,9 @@ def unshared_drift(
 def between_shift(
     base: ResultSet, head: ResultSet, metric_of: Callable[[str], MetricKind], count_threshold: float
 ) -> EnvShift | None:
-    """Wall-time changes of cases whose instruction counts did not move (issue 17, (b))."""
+    """Wall-time changes of cases whose instruction counts did not move (issue 17, (b)): each
+    the change the gate judges, the rounds test's where both sides have the rounds, else the
+    ratio of asv's values."""
     shifts, noise = [], []
     for key, after in head.measurements.items():
         if (
@@ -393,8 +395,8 @@ def between_shift(
         if d is None:
             continue
         assert before is not None
-        shifts.append(d)
         test = rounds_test(before, after)
+        shifts.append(d if test is None else test.change)
         noise.append(test.se if test is not None else 0.0)
     return common_shift(shifts, noise, "between base and head") if shifts else None
 
