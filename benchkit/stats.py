@@ -146,15 +146,21 @@ def round_values(samples: Sequence[float] | None, per_round: int | None) -> list
     return [statistics.median(logs[i : i + per_round]) for i in range(0, len(logs), per_round)]
 
 
-def _separate_cluster(values: Sequence[float]) -> list[float] | None:
-    """One side's rounds within `FAST_BAND` of its second-fastest, when they are a cluster of
-    their own (`MIN_FAST_ROUNDS` or more, and no round in the band above them); else None."""
+def _own_band(values: Sequence[float]) -> tuple[list[float], float]:
+    """One side's rounds within `FAST_BAND` of its second-fastest (fastest first), and the
+    band's top; ([], -inf) with fewer than two rounds."""
     ordered = sorted(values)
-    if len(ordered) < MIN_FAST_ROUNDS:
-        return None
+    if len(ordered) < 2:
+        return [], -math.inf
     top = ordered[1] + FAST_BAND
-    kept = [v for v in ordered if v <= top]
-    if len(kept) < MIN_FAST_ROUNDS or any(top < v <= top + FAST_BAND for v in ordered):
+    return [v for v in ordered if v <= top], top
+
+
+def _separate_cluster(values: Sequence[float]) -> list[float] | None:
+    """One side's own band (`_own_band`) when it is a cluster of its own (`MIN_FAST_ROUNDS` or
+    more rounds, and no round in the band above it); else None."""
+    kept, top = _own_band(values)
+    if len(kept) < MIN_FAST_ROUNDS or any(top < v <= top + FAST_BAND for v in values):
         return None
     return kept
 
@@ -193,10 +199,7 @@ def fast_level(values: Sequence[float]) -> tuple[float, float] | None:
     mean of the rounds within `FAST_BAND` of its second-fastest, and its standard error; None
     with fewer than `MIN_FAST_ROUNDS` there. A band per build follows its luckiest rounds a
     little, alike in every build, so a history's spread of these levels holds that too."""
-    ordered = sorted(values)
-    if len(ordered) < 2:
-        return None
-    kept = [v for v in ordered if v <= ordered[1] + FAST_BAND]
+    kept, _ = _own_band(values)
     if len(kept) < MIN_FAST_ROUNDS:
         return None
     return statistics.fmean(kept), statistics.stdev(kept) / math.sqrt(len(kept))

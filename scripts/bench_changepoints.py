@@ -56,28 +56,17 @@ BURSTS = 0.3  # share of the rounds in another tenant's bursts, for the shared-m
 
 
 def _configs(seeds: int) -> Iterator[dict[str, Any]]:
+    def config(kind: str, walls: int, busy: bool, bursts: float, size: float, seed: int) -> dict[str, Any]:
+        return {"kind": kind, "walls": walls, "busy": busy, "bursts": bursts, "size": size, "seed": seed}
+
     for walls in SUITES:
         for busy, bursts in ((False, 0.0), (True, 0.0), (False, BURSTS)):
             for size in SIZES:
                 for seed in range(seeds):
-                    yield {
-                        "kind": "varied",
-                        "walls": walls,
-                        "busy": busy,
-                        "bursts": bursts,
-                        "size": size,
-                        "seed": seed,
-                    }
+                    yield config("varied", walls, busy, bursts, size, seed)
         for bursts in (0.0, BURSTS):
             for seed in range(seeds):
-                yield {
-                    "kind": "issue",
-                    "walls": walls,
-                    "busy": False,
-                    "bursts": bursts,
-                    "size": ISSUE_CASE[1],
-                    "seed": seed,
-                }
+                yield config("issue", walls, False, bursts, ISSUE_CASE[1], seed)
 
 
 def _score(config: dict[str, Any], workdir: Path, regressions: Any) -> dict[str, Any]:
