@@ -151,7 +151,13 @@ class Browser:
     def wait_for(self, condition: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.evaluate(f"!!({condition})"):
+            try:
+                ready = self.evaluate(f"!!({condition})")
+            except RuntimeError as error:  # the page is moving on (a redirect): not ready yet
+                if "navigated or closed" not in str(error):
+                    raise
+                ready = False
+            if ready:
                 time.sleep(0.2)  # let late console messages arrive
                 self.evaluate("1")
                 return
