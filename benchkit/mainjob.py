@@ -320,7 +320,7 @@ def _run_main_job(
     checkout: Path | None,
     baseline: str | None,
 ) -> int:
-    from benchkit.report import job_verdict, rounds_look, run_summary
+    from benchkit.report import check, job_verdict, rounds_look, run_summary
 
     progress = _Progress()
     conf = load_asv_config(conf_path)  # read once: every step below is handed this
@@ -402,7 +402,11 @@ def _run_main_job(
         if max_rounds > rounds and len(main_commits) >= 2:
             pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit)
             top_up = rounds_look.open_wall_times(
-                read_results(conf), machine_name, [(p.base, p.head) for p in pairs], max_rounds
+                read_results(conf),
+                machine_name,
+                [(p.base, p.head) for p in pairs],
+                max_rounds,
+                check.check_config_for(conf_path).thresholds["instructions"],
             )
             reached = rounds + rounds_look.rounds_to_add(top_up, rounds, max_rounds, budget_rounds)
             progress.note(top_up.describe())

@@ -273,6 +273,29 @@ EARLY_ALPHA = ALPHA / 10
 ROUNDS_ALPHA = ALPHA - EARLY_ALPHA
 FUTILITY_P = 0.2
 
+# A wall time whose case's instruction count moved (Callgrind's count is deterministic: a move
+# beyond its threshold means the build runs other code there) is tested against a laxer
+# CORROBORATED_ALPHA in the direction the count moved: the count has already said that something
+# changed, and the wall-time test only has to say whether time followed. Two-sided 0.01 taken
+# one way is a false-alarm rate of at most 0.005 for a case whose code changed and whose time
+# did not; a case whose count did not move (every case of two identical builds) keeps ALPHA.
+# The first look splits it the same way (a tenth early), and never stops such a case for
+# futility: a moved count is a reason to look closer, not a settled "no change".
+CORROBORATED_ALPHA = 0.01
+CORROBORATED_EARLY_ALPHA = CORROBORATED_ALPHA / 10
+CORROBORATED_ROUNDS_ALPHA = CORROBORATED_ALPHA - CORROBORATED_EARLY_ALPHA
+
+
+def corroborated(change: float, count_move: int | None) -> bool:
+    """Whether a wall-time `change` (log) goes the way its case's instruction count moved
+    (`count_move`: +1 up, -1 down, 0 within the count threshold, None unknown)."""
+    return bool(count_move) and change * (count_move or 0) > 0
+
+
+def rounds_alpha(change: float, count_move: int | None) -> float:
+    """The gate's alpha for a rounds test of `change` (two-sided, after the first look's share)."""
+    return CORROBORATED_ROUNDS_ALPHA if corroborated(change, count_move) else ROUNDS_ALPHA
+
 
 class Look(enum.Enum):
     """What the first look at two builds' rounds decides for one wall time."""
@@ -300,14 +323,22 @@ def projected(test: RoundsTest, rounds: int) -> RoundsTest:
     )
 
 
-def first_look(test: RoundsTest, mdc_ceiling: float, max_rounds: int, futility_p: float = FUTILITY_P) -> Look:
+def first_look(
+    test: RoundsTest,
+    mdc_ceiling: float,
+    max_rounds: int,
+    futility_p: float = FUTILITY_P,
+    count_move: int | None = None,
+) -> Look:
     """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
-    the gate can call a benchmark unchanged; `max_rounds`: the cap a side can reach).
-    `futility_p` must stay above ROUNDS_ALPHA for the bound above to hold."""
+    the gate can call a benchmark unchanged; `max_rounds`: the cap a side can reach;
+    `count_move`: which way the case's instruction count moved, see `corroborated`).
+    `futility_p` must stay above the rounds alphas for the bound above to hold."""
     p = test.p_value()
-    if p < EARLY_ALPHA:
+    early = CORROBORATED_EARLY_ALPHA if corroborated(test.change, count_move) else EARLY_ALPHA
+    if p < early:
         return Look.CHANGED
-    if p < futility_p:
+    if p < futility_p or count_move:
         return Look.OPEN
 
     def mdc(t: RoundsTest) -> float:

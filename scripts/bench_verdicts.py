@@ -59,6 +59,7 @@ from scripts.verdict_designs import judge_designs, mean_rounds, slow_round_share
 
 WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 MACHINE = "verdicts"
+COUNT_MOVED = 1.05  # instruction counts of an A/A head raised by this, for the corroborated alpha
 BUSY = "busy-aa"
 LINEAR_FILE = "torch/nn/modules/linear.py"
 LINEAR_RETURN = "        return F.linear(input, self.weight, self.bias)\n"
@@ -416,6 +417,13 @@ def main(argv: list[str] | None = None) -> int:
         for design, judged in by_design.items():
             text += f"=== design {design}: {mean_rounds(judged):.2f} rounds per wall time and build\n"
             text += report(judged, plan.sizes)
+        # Identical builds as if the code had changed everywhere (every count of the head 5 %
+        # up) and the time had not: the corroborated alpha's false alarms on real rounds.
+        aa = [t for t in trials if t[2] == "aa"]
+        moved = judge_designs(loaded, MACHINE, config, aa, plan.designs, count_factor=COUNT_MOVED)
+        text += f"=== A/A pairs judged with every instruction count of the head ×{COUNT_MOVED:g}\n"
+        for design, judged in moved.items():
+            text += f"  {design:22} wall-time flags {_false_positives(judged, 'wall_time', 'benchkit')}\n"
     if builds.busy:
         busy = {**judge(project, main_builds[0], builds.busy), "kind": "busy"}
         text += busy_report(busy)

@@ -74,17 +74,33 @@ def parse_design(design: str) -> tuple[int, int, float, int | None]:
     raise SystemExit(f"design {design!r}: expected 'fixed N', 'adaptive' or 'adaptive F-M P'")
 
 
+def raise_counts(loaded: LoadedResults, machine: str, commit: str, factor: float) -> LoadedResults:
+    """`loaded` with every instruction count of `commit` times `factor`: a build whose code
+    changed everywhere and whose time did not, for the corroborated alpha's false alarms."""
+    result_set = loaded.sets[machine][commit]
+    measurements = {
+        key: dataclasses.replace(m, value=m.value * factor)
+        if BenchmarkName.parse(key[0]).metric is Metric.INSTRUCTIONS and m.value is not None
+        else m
+        for key, m in result_set.measurements.items()
+    }
+    raised = dataclasses.replace(result_set, measurements=measurements)
+    return dataclasses.replace(
+        loaded, sets={**loaded.sets, machine: {**loaded.sets[machine], commit: raised}}
+    )
+
+
 def design_rounds(
-    loaded: LoadedResults, machine: str, base: str, head: str, design: str
+    loaded: LoadedResults, machine: str, base: str, head: str, design: str, count_threshold: float
 ) -> tuple[LoadedResults, dict[Key, int]]:
     """The pair's results as `design` measures them (`parse_design`), and the rounds per wall
-    time on the two sides together."""
+    time on the two sides together (`count_threshold`: the gate's, for the first look)."""
     first, cap, futility_p, budget = parse_design(design)
     if first == cap:
         cut = cut_rounds(loaded, machine, lambda commit, key: first)
     else:
         looked = cut_rounds(loaded, machine, lambda commit, key: first)
-        top = open_wall_times(looked, machine, [(base, head)], cap, futility_p)
+        top = open_wall_times(looked, machine, [(base, head)], cap, count_threshold, futility_p)
         top_commits, top_benchmarks = set(top.commits), set(top.benchmarks)
         reached = first + rounds_to_add(top, first, cap, budget)
 
@@ -107,13 +123,16 @@ def judge_designs(
     config: CheckConfig,
     pairs: Sequence[tuple[str, str, Any]],
     designs: Sequence[str],
+    count_factor: float = 1.0,
 ) -> dict[str, list[dict[str, Any]]]:
     """Per design, per pair (base, head, kind): benchkit's verdict per benchmark and the rounds
-    each wall time used, in bench_verdicts' row format."""
+    each wall time used, in bench_verdicts' row format; with `count_factor` every instruction
+    count of each head times it (`raise_counts`)."""
     out: dict[str, list[dict[str, Any]]] = {d: [] for d in designs}
     for design in designs:
         for base, head, kind in pairs:
-            cut, used = design_rounds(loaded, machine, base, head, design)
+            given = loaded if count_factor == 1.0 else raise_counts(loaded, machine, head, count_factor)
+            cut, used = design_rounds(given, machine, base, head, design, config.thresholds["instructions"])
             verdict = check.judge_results(base, head, cut, config, machine)
             rows = {
                 c.name: {"metric": c.metric, "benchkit": c.status, "ratio": c.ratio, "mdc": c.mdc}

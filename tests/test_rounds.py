@@ -251,6 +251,18 @@ def test_first_look_decides_clear_verdicts_and_leaves_the_rest_open() -> None:
     # The looks together stay within the gate's alpha: the gate's test and the first look's.
     assert stats.EARLY_ALPHA + stats.ROUNDS_ALPHA == pytest.approx(stats.ALPHA)
     assert stats.FUTILITY_P > stats.ROUNDS_ALPHA  # a settled verdict can never reject later
+    assert stats.CORROBORATED_EARLY_ALPHA + stats.CORROBORATED_ROUNDS_ALPHA == pytest.approx(
+        stats.CORROBORATED_ALPHA
+    )
+    # A case whose instruction count moved is never settled for futility, only decided early
+    # at the corroborated alpha in the count's direction.
+    assert stats.first_look(flat, 0.10, 24, count_move=1) is stats.Look.OPEN
+    assert stats.first_look(dataclasses.replace(flat, se=0.06), 0.10, 24, count_move=-1) is stats.Look.OPEN
+    clear = stats.RoundsTest(0.015, 0.003, 14.0, 8, 8, 8, 8)  # p about 0.0002
+    assert stats.EARLY_ALPHA < clear.p_value() < stats.CORROBORATED_EARLY_ALPHA
+    assert stats.first_look(clear, 0.10, 24, count_move=1) is stats.Look.CHANGED
+    assert stats.first_look(clear, 0.10, 24, count_move=-1) is stats.Look.OPEN  # the other way
+    assert stats.first_look(clear, 0.10, 24) is stats.Look.OPEN
 
 
 def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
@@ -264,6 +276,57 @@ def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
         None,
     )
     assert judged.critical == pytest.approx(test.critical(stats.ROUNDS_ALPHA))
+    # The case's instruction count moved the same way: the corroborated alpha; the other way: not.
+    sides = (
+        Measurement(1.0, None, [math.exp(v) for v in a for _ in range(3)], None, 3),
+        Measurement(1.0, None, [math.exp(v) for v in b for _ in range(3)], None, 3),
+    )
+    up = noise.estimate(noise.MetricKind.WALL_TIME, *sides, None, count_move=1)
+    assert up.critical == pytest.approx(test.critical(stats.CORROBORATED_ROUNDS_ALPHA))
+    assert up.critical < judged.critical
+    assert "the way the instruction count moved" in up.basis
+    down = noise.estimate(noise.MetricKind.WALL_TIME, *sides, None, count_move=-1)
+    assert down.critical == judged.critical and down.basis == judged.basis
+
+
+def test_a_wall_time_change_the_instruction_count_shares_needs_less_evidence(tmp_path: Path) -> None:
+    """The same rounds, 2 % slower (p about 0.002): a regression where the case's instruction
+    count moved up too, not where it did not move or moved down."""
+    from support.histories import History
+
+    history = History(tmp_path)
+    base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]
+    counts = {"Up": 1.03, "Same": 1.0, "Down": 0.97}
+    for case, factor in counts.items():
+        history.bench(WALL.format(case), "seconds", repeat=3)
+        history.bench(f"instruction_counts.{case}.track_instructions", "instructions")
+        for index in (0, 1):
+            samples = [1e-5 * math.exp(v + 0.02 * index) for v in base for _ in range(3)]
+            history.add(index, WALL.format(case), statistics.median(samples), samples)
+            history.add(index, f"instruction_counts.{case}.track_instructions", 1000.0 * factor**index)
+    history.save()
+    verdict = check.run_check("00000000", "00000001", asv_config=history.config, show_unchanged=True)
+    walls = {c.name: c for c in verdict.comparisons if c.name.endswith("time_wall")}
+    up, same, down = (walls[WALL.format(case)] for case in counts)
+    assert up.status == "regression", (up.status, up.note)
+    assert up.noise is not None and "the way the instruction count moved" in up.noise.basis
+    assert same.status != "regression" and down.status != "regression", (same.note, down.note)
+    assert "α = 0.001 two-sided per benchmark (0.01 for a wall time whose" in verdict.markdown
+
+
+def test_corroborated_alpha_holds_its_false_alarms_where_only_the_count_moved() -> None:
+    """A case whose code changed (its count moved) but whose time did not: the gate flags it
+    the count's way at most CORROBORATED_ALPHA / 2 of the time (one side of a two-sided test)."""
+    rng = random.Random(5)
+    trials, flags = 4000, 0
+    for _ in range(trials):
+        before, after = stats.round_values(_build(rng, 12), 3), stats.round_values(_build(rng, 12), 3)
+        assert before is not None and after is not None
+        test = stats.fast_level_test(before, after)
+        assert test is not None
+        flags += test.p_value() < stats.rounds_alpha(test.change, 1) and test.change > 0
+    assert flags / trials <= stats.CORROBORATED_ALPHA / 2 * 1.6  # binomial slack at 4,000 trials
+    assert flags > 0  # the test can fire: the laxer alpha is in use
 
 
 def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path: Path) -> None:
@@ -275,9 +338,10 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     rng = random.Random(11)
     history = History(tmp_path)
     cases = {"Doubled": math.log(2.0), "Same": 0.0, "Close": 0.012}
-    for case in cases:
+    for case in (*cases, "Moved"):
         history.bench(WALL.format(case), "seconds", repeat=3)
     history.bench("instruction_counts.Same.track_instructions", "instructions")
+    history.bench("instruction_counts.Moved.track_instructions", "instructions")
     same = _build(rng, 8)  # both builds the very same samples: no change at all, settled
     base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]
     for index in (0, 1):
@@ -286,17 +350,20 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
             close = [1e-5 * math.exp(v + 0.012 * index) for v in base for _ in range(3)]
             samples = same if case == "Same" else close if case == "Close" else _build(rng, 8, shift * index)
             history.add(index, WALL.format(case), statistics.median(samples), samples)
+        # "Moved": the same rounds as "Same", but its instruction count moved by 5 %.
+        history.add(index, WALL.format("Moved"), statistics.median(same), same)
         history.add(index, "instruction_counts.Same.track_instructions", 1000.0)
+        history.add(index, "instruction_counts.Moved.track_instructions", 1000.0 * (1 + 0.05 * index))
     history.save()
     loaded = read_results(load_asv_config(history.config))
     [base, head] = sorted(loaded.sets[MACHINE])
-    top = open_wall_times(loaded, MACHINE, [(base, head)], 24)
-    assert top.benchmarks == (WALL.format("Close"),)
+    top = open_wall_times(loaded, MACHINE, [(base, head)], 24, 0.001)
+    assert top.benchmarks == (WALL.format("Close"), WALL.format("Moved"))
     assert top.commits == (base, head)
-    assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 1, stats.Look.SETTLED: 1}
-    assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 1 open" in top.describe()
+    assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 2, stats.Look.SETTLED: 1}
+    assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 2 open" in top.describe()
     # A side already at the cap gets nothing more; with both there, nothing is open to add.
-    assert open_wall_times(loaded, MACHINE, [(base, head)], 8).commits == ()
+    assert open_wall_times(loaded, MACHINE, [(base, head)], 8, 0.001).commits == ()
 
 
 def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:

@@ -81,7 +81,9 @@ def noise_of(
     assert before.value is not None and after.value is not None
     if before.value <= 0 or after.value <= 0:
         return None
-    return estimate(metric, before, after, pair.history.get(key) if pair else None)
+    if pair is None:
+        return estimate(metric, before, after, None)
+    return estimate(metric, before, after, pair.history.get(key), pair.count_moves.get(key))
 
 
 def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:
@@ -146,7 +148,7 @@ def _mdc_text(noise: Noise) -> str:
 
 def environment_verdict(status: Status, key: Key, noise: Noise, pair: PairNoise, why: str) -> Judged:
     """A wall-time change the environment may explain: not torch's, unless its counts moved too."""
-    if pair.counts_moved.get(key):
+    if pair.count_moves.get(key):
         return status, join("instruction count moved too", why)
     if pair.between is not None:
         # No "beyond the shift": a busy machine slows benchmarks by different factors

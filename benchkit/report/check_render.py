@@ -17,7 +17,7 @@ from benchkit.report.check_status import (
     Status,
 )
 from benchkit.report.check_types import Comparison, Verdict
-from benchkit.stats import ALPHA
+from benchkit.stats import ALPHA, CORROBORATED_ALPHA
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement
@@ -111,7 +111,8 @@ def render(
         f"### benchkit check: {base_label} → {head_label}",
         "",
         f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}; "
-        f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark.",
+        f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark "
+        f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way).",
     ]
     if shifts:
         lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]

@@ -37,9 +37,10 @@ from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.kernels import kernel_changed
 from benchkit.stats import (
     ALPHA,
+    CORROBORATED_ALPHA,
     MIN_ROUNDS,
-    ROUNDS_ALPHA,
     RoundsTest,
+    corroborated,
     fast_level,
     fast_level_test,
     log_samples,
@@ -47,6 +48,7 @@ from benchkit.stats import (
     minimum_detectable_change,
     robust_sigma,
     round_values,
+    rounds_alpha,
     sign_test_p,
     z_two_sided,
 )
@@ -98,12 +100,15 @@ def _log_ratio(before: Measurement | None, after: Measurement | None) -> float |
     return math.log(after.value / before.value)
 
 
-def counts_moved(base: ResultSet, head: ResultSet, key: Key, count_threshold: float) -> bool | None:
-    """Whether the instruction count of `key`'s case moved beyond the threshold; None: not known."""
+def count_move(base: ResultSet, head: ResultSet, key: Key, count_threshold: float) -> int | None:
+    """Which way the instruction count of `key`'s case moved: +1 up, -1 down, 0 not beyond the
+    threshold; None: not known (no count on a side)."""
     name, env = key
     other = (counts_name(name), env)
     d = _log_ratio(base.measurements.get(other), head.measurements.get(other))
-    return None if d is None else abs(d) > math.log1p(count_threshold)
+    if d is None:
+        return None
+    return 0 if abs(d) <= math.log1p(count_threshold) else (1 if d > 0 else -1)
 
 
 # --------------------------------------------------------------------- per benchmark
@@ -117,7 +122,7 @@ class Noise:
     """One benchmark's noise for one comparison; `sigma` None: too little data to estimate it.
 
     `sigma` is the standard error of the log change; a change beyond `critical` × `sigma`
-    is detected (the normal z at `ALPHA`, or Welch's t at `ROUNDS_ALPHA` for a comparison of rounds, whose
+    is detected (the normal z at `ALPHA`, or Welch's t at `rounds_alpha` for a comparison of rounds, whose
     `change` then is the log change that test measured instead of asv's two values)."""
 
     sigma: float | None
@@ -161,7 +166,7 @@ def history_sigmas(
             d = _log_ratio(a.measurements.get(key), after)
             if d is None:
                 continue
-            if metric_of(key[0]) == MetricKind.WALL_TIME and counts_moved(a, b, key, count_threshold):
+            if metric_of(key[0]) == MetricKind.WALL_TIME and count_move(a, b, key, count_threshold):
                 continue
             if kernel_changed(a, b, *key):  # a new kernel: no A/A pair for what it generated
                 continue
@@ -227,20 +232,29 @@ def rounds_test(before: Measurement, after: Measurement) -> RoundsTest | None:
 
 
 def estimate(
-    metric: MetricKind, before: Measurement, after: Measurement, history: HistoryNoise | None
+    metric: MetricKind,
+    before: Measurement,
+    after: Measurement,
+    history: HistoryNoise | None,
+    count_move: int | None = None,
 ) -> Noise:
     """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
     test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
 
     A wall time's samples within one process understate how far two processes differ, so
-    without enough rounds a wall time is judged against its history only."""
+    without enough rounds a wall time is judged against its history only. `count_move`: which
+    way the case's instruction count moved (`count_move`); a rounds test of a change that way
+    rejects at `benchkit.stats.CORROBORATED_ALPHA`."""
     if metric == MetricKind.WALL_TIME:
         test = rounds_test(before, after)
         if test is not None:
             rounds = f"{test.n_before}+{test.n_after}"
             fast = f"{test.fast_before}+{test.fast_after}"
             basis = f"rounds: {rounds} processes, {fast} at the fast level, Welch's test"
-            return Noise(test.se, basis, test.critical(ROUNDS_ALPHA), test.change, rounds)
+            if corroborated(test.change, count_move):
+                basis += f" at α = {CORROBORATED_ALPHA:g}, the way the instruction count moved"
+            alpha = rounds_alpha(test.change, count_move)
+            return Noise(test.se, basis, test.critical(alpha), test.change, rounds)
     sources: list[tuple[float, str]] = []
     if history is not None:
         sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
@@ -385,10 +399,7 @@ def between_shift(
     ratio of asv's values."""
     shifts, noise = [], []
     for key, after in head.measurements.items():
-        if (
-            metric_of(key[0]) != MetricKind.WALL_TIME
-            or counts_moved(base, head, key, count_threshold) is not False
-        ):
+        if metric_of(key[0]) != MetricKind.WALL_TIME or count_move(base, head, key, count_threshold) != 0:
             continue
         before = base.measurements.get(key)
         d = _log_ratio(before, after)
@@ -408,7 +419,7 @@ class PairNoise:
     history: Mapping[Key, HistoryNoise] = dataclasses.field(default_factory=dict)
     between: EnvShift | None = None
     rounds: tuple[EnvShift, ...] = ()  # builds whose earlier and later rounds disagree
-    counts_moved: Mapping[Key, bool | None] = dataclasses.field(default_factory=dict)
+    count_moves: Mapping[Key, int | None] = dataclasses.field(default_factory=dict)  # `count_move`
     unshared: EnvShift | None = None  # a drift within one build's run only (`unshared_drift`)
 
     @property
@@ -441,7 +452,7 @@ def pair_noise(
         if s is not None
     )
     moved = {
-        key: counts_moved(base, head, key, count_threshold)
+        key: count_move(base, head, key, count_threshold)
         for key in head.measurements
         if metric_of(key[0]) == MetricKind.WALL_TIME
     }

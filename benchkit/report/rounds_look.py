@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report.check_decide import NOISE_CEILING
-from benchkit.report.noise import rounds_test
+from benchkit.report.noise import count_move, rounds_test
 from benchkit.stats import FUTILITY_P, MIN_ROUNDS, Look, first_look, round_values
 
 
@@ -44,18 +44,21 @@ def open_wall_times(
     machine: str,
     pairs: Sequence[tuple[str, str]],
     max_rounds: int,
+    count_threshold: float,
     futility_p: float = FUTILITY_P,
 ) -> TopUp:
     """The wall times whose verdict in any of `pairs` (base, head commits) is open after the
-    first look, on the sides that hold fewer than `max_rounds` rounds of them. `futility_p`:
-    `benchkit.stats.first_look`'s (scripts/bench_verdicts.py compares others)."""
+    first look, on the sides that hold fewer than `max_rounds` rounds of them.
+    `count_threshold`: the gate's threshold for instruction counts (a case whose count moved
+    beyond it is tested as `benchkit.stats.first_look` says). `futility_p`: the look's
+    (scripts/bench_verdicts.py compares others)."""
     looks: collections.Counter[Look] = collections.Counter()
     commits: dict[str, None] = {}
     benchmarks: set[str] = set()
     looked: set[str] = set()
     for base, head in pairs:
-        before = loaded.result_set(base, machine).measurements
-        after = loaded.result_set(head, machine).measurements
+        base_set, head_set = loaded.result_set(base, machine), loaded.result_set(head, machine)
+        before, after = base_set.measurements, head_set.measurements
         for key, b in after.items():
             if BenchmarkName.parse(key[0]).metric is not Metric.WALL_TIME or key not in before:
                 continue
@@ -64,7 +67,8 @@ def open_wall_times(
                 continue
             test = rounds_test(a, b)
             if test is not None:
-                look = first_look(test, NOISE_CEILING, max_rounds, futility_p)
+                moved = count_move(base_set, head_set, key, count_threshold)
+                look = first_look(test, NOISE_CEILING, max_rounds, futility_p, moved)
             elif min(_rounds(a.samples, a.per_round), _rounds(b.samples, b.per_round)) >= MIN_ROUNDS:
                 look = Look.OPEN  # too few rounds at the fast level yet: more rounds may add some
             else:  # too few rounds for the test: the gate judges by the history
