@@ -38,7 +38,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-FALSE_STEP_RATE = 0.001  # per flat series: the chance that noise alone makes a step
+FALSE_STEP_RATE = 0.0005  # per flat series: the chance that noise alone makes a step
 MIN_VALUES = 5  # values a series needs for its spread to be estimated with a few degrees of freedom
 
 
