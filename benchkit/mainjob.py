@@ -30,7 +30,9 @@ the rule, and why the gate's false-alarm rate stays within its alpha). The open 
 budget: no more benchmark processes per build than 12 fixed rounds of every judged wall time
 would have run, and at most 24 rounds each (`benchkit.report.rounds_look.rounds_to_add`).
 ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
-every open one M rounds, without the budget. What the gate finds this way is measured in
+every open one M rounds, without the budget. A predecessor an earlier job measured gets its
+wall times measured again in this job's interleaved run of wall times, and the verdict judges
+it by this job's rounds (`benchkit.report.rounds_window`). What the gate finds this way is measured in
 docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
@@ -45,7 +47,6 @@ asv's results (`benchkit.settings_record.RunRecord`), which the summary and the 
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import subprocess
 import sys
@@ -62,6 +63,7 @@ from benchkit.history.builds import repo as history
 from benchkit.history.builds import source as source_checkout
 from benchkit.history.builds.defaults import command_source, pick_default_builds
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
+from benchkit.history.ledger import Ledger
 from benchkit.history.lock import job_lock
 from benchkit.history.results.read import (
     DamagedFile,
@@ -76,7 +78,6 @@ from benchkit.measure.walltime.timing import (
     SAMPLES_PER_ROUND,
     WALL_TIME_ROUNDS,
 )
-from benchkit.util import atomic_write_json, content_key
 
 if TYPE_CHECKING:
     from benchkit.report.rounds_look import TopUp
@@ -154,44 +155,6 @@ def asv_run_args(commits: str, bench: Sequence[str], machine: str | None, append
     return args
 
 
-class Ledger:
-    """The commits this job has finished, per machine and run settings (`.asv/benchkit-main.json`).
-
-    asv's ``--skip-existing-commits`` skips any commit with a result file, and an
-    interrupted interleaved run leaves commits with round 1 only, which it would
-    then skip forever. A commit goes into the ledger only when its results hold every
-    number the job expected (`benchkit.report.run_summary.complete_builds`); any other
-    commit is measured again from scratch (asv's first round replaces its samples), so
-    resuming gives the same rounds and samples as an uninterrupted job.
-    """
-
-    def __init__(self, conf_path: Path, settings: Sequence[str]) -> None:
-        self.path = conf_path.parent / ".asv" / "benchkit-main.json"
-        self.key = content_key(*settings)
-
-    def _load(self) -> dict[str, list[str]]:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-    def finished(self) -> set[str]:
-        return set(self._load().get(self.key, []))
-
-    def record(self, commits: Sequence[str]) -> None:
-        self._write(set(self.finished()) | set(commits))
-
-    def forget(self, commits: Sequence[str]) -> None:
-        self._write(self.finished() - set(commits))
-
-    def _write(self, commits: set[str]) -> None:
-        data = self._load()
-        data[self.key] = sorted(commits)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(self.path, data)
-
-
 def _run_settings(
     config: settings.Settings, machine: str, results_dir: Path, rounds: int, bench: Sequence[str]
 ) -> settings.Settings:
@@ -214,6 +177,11 @@ def record_settings(
             settings_record.write_record(path, record, commit, env_name)
             written.append(path)
     return written
+
+
+def _selects_any(infos: Mapping[str, object], regexes: Sequence[str]) -> bool:
+    """Whether asv's ``-b`` `regexes` select a benchmark of benchmarks.json (True without one)."""
+    return not infos or any(re.search(regex, name) for name in infos for regex in regexes)
 
 
 def _baseline_commit(
@@ -320,7 +288,8 @@ def _run_main_job(
     checkout: Path | None,
     baseline: str | None,
 ) -> int:
-    from benchkit.report import check, job_verdict, rounds_look, run_summary
+    from benchkit import names
+    from benchkit.report import check, job_verdict, rounds_look, rounds_window, run_summary
 
     progress = _Progress()
     conf = load_asv_config(conf_path)  # read once: every step below is handed this
@@ -390,19 +359,46 @@ def _run_main_job(
     run_code = 0
     for found in set_aside_damaged(conf, machine_name, todo):
         progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")
+    pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit) if len(main_commits) >= 2 else []
+    # Predecessors (and a baseline) an earlier job measured: their wall times again, beside the
+    # new builds', so that the verdict compares rounds of one time window (`rounds_window`).
+    earlier = list(dict.fromkeys(p.base for p in pairs if p.base not in todo)) if todo else []
+    held: dict[str, dict[tuple[str, str], int]] = {}
+    runs = [(todo, bench, False)]
+    if earlier:
+        before = read_results(conf)
+        # The new builds too: an interrupted job may have left rounds of theirs that run 2 appends to.
+        held = rounds_window.held_rounds(before, machine_name, [*earlier, *todo])
+        runs = [
+            (todo, names.metric_regexes(bench, names.Metric.WALL_TIME, keep=False), False),
+            ([*earlier, *todo], names.metric_regexes(bench, names.Metric.WALL_TIME, keep=True), True),
+        ]
+        # asv fails a run that selects nothing: leave out one that benchmarks.json says would.
+        runs = [run for run in runs if _selects_any(before.infos, run[1])]
+        progress.note(
+            f"wall times of {', '.join(c[:8] for c in earlier)} (measured by an earlier job) "
+            "measured again beside the new builds: the verdict compares this job's rounds"
+        )
     if todo:
-        with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
-            hashfile = Path(scratch) / "commits.txt"
-            hashfile.write_text("".join(f"{c}\n" for c in todo))
-            run_code = _asv(asv_run_args(f"HASHFILE:{hashfile}", bench, machine), conf_path, False, env)
-        if run_code < 0:
-            raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
+        for commits, regexes, append in runs:
+            # Each asv command its own selection and id (what its setup_cache measures and shares).
+            run_env = env
+            if regexes is not bench:
+                own = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, regexes)
+                run_env = {**settings.child_environ(own), **dict(source.environ)}
+            with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
+                hashfile = Path(scratch) / "commits.txt"
+                hashfile.write_text("".join(f"{c}\n" for c in commits))
+                args = asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append)
+                code = _asv(args, conf_path, False, run_env)
+            if code < 0:
+                raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
+            run_code = max(run_code, code)
         top_up = None
         reached = max_rounds
-        if max_rounds > rounds and len(main_commits) >= 2:
-            pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit)
+        if max_rounds > rounds and pairs:
             top_up = rounds_look.open_wall_times(
-                read_results(conf),
+                rounds_window.this_jobs_rounds(read_results(conf), machine_name, held),
                 machine_name,
                 [(p.base, p.head) for p in pairs],
                 max_rounds,
@@ -452,10 +448,9 @@ def _run_main_job(
     if run_code and not problems:  # not a failed benchmark: e.g. it could not save its results
         problems.append(f"asv run exited {run_code} (see its output above)")
     code = 1 if problems else 0
-    if len(main_commits) >= 2:
+    if pairs:
         # The verdict is about this run's builds: each against its predecessor (and a baseline).
-        judged = job_verdict.judged_pairs(main_commits, todo, baseline_commit)
-        verdict = job_verdict.judge_run(loaded, conf_path, machine_name, judged, dict(labels), bench)
+        verdict = job_verdict.judge_run(loaded, conf_path, machine_name, pairs, dict(labels), bench, held)
         sys.stdout.write(verdict.markdown)
         problems.extend(verdict.problems)
         code = max(code, verdict.exit_code)

@@ -247,6 +247,16 @@ class BenchmarkName:
         return RunGroup.INSTRUCTION_COUNTS if self.metric is Metric.INSTRUCTIONS else RunGroup.OTHER
 
 
+def metric_regexes(bench: Sequence[str], metric: Metric, keep: bool) -> list[str]:
+    """asv ``-b`` regexes that select, of what `bench` selects (asv's regexes, any of them; all
+    benchmarks when empty), the benchmarks of `metric` (`keep`) or every other one. asv keeps
+    a benchmark when any regex ``re.search``-es its name, so each regex gets a look-ahead on the
+    method at the end of the name (before asv's parameters, if any)."""
+    method = re.escape("." + metric.method) + r"(\(.*\))?$"
+    guard = f"(?=.*{method})" if keep else f"(?!.*{method})"
+    return [f"^{guard}.*?(?:{regex})" for regex in bench] or [f"^{guard}"]
+
+
 def benchmark_key(name: str) -> str:
     """The key of benchmarks.json for a (possibly parameterized) benchmark name."""
     return BenchmarkName.parse(name).benchmark

@@ -25,12 +25,13 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from benchkit.history.results.read import LoadedResults, Measurement, ResultSet
+from benchkit.history.results.read import LoadedResults
 from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, WALL_TIME_ROUNDS
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report import check
 from benchkit.report.check_config import CheckConfig
 from benchkit.report.rounds_look import open_wall_times, rounds_to_add
+from benchkit.report.rounds_window import cut_wall_times, keep_rounds
 from benchkit.stats import FUTILITY_P
 
 Key = tuple[str, str]
@@ -41,23 +42,9 @@ def _is_wall_time(key: Key) -> bool:
     return BenchmarkName.parse(key[0]).metric is Metric.WALL_TIME
 
 
-def _cut(m: Measurement, rounds: int) -> Measurement:
-    if not m.has_number or not m.samples or not m.per_round:
-        return m
-    samples = list(m.samples[: rounds * m.per_round])
-    return dataclasses.replace(m, samples=samples, value=statistics.median(samples))
-
-
 def cut_rounds(loaded: LoadedResults, machine: str, rounds_of: RoundsOf) -> LoadedResults:
-    """`loaded` with every wall time of `machine` cut to the rounds `rounds_of` keeps."""
-    sets: dict[str, ResultSet] = {}
-    for commit, result_set in loaded.sets[machine].items():
-        measurements = {
-            key: _cut(m, rounds_of(commit, key)) if _is_wall_time(key) else m
-            for key, m in result_set.measurements.items()
-        }
-        sets[commit] = dataclasses.replace(result_set, measurements=measurements)
-    return dataclasses.replace(loaded, sets={**loaded.sets, machine: sets})
+    """`loaded` with every wall time of `machine` cut to the first rounds `rounds_of` keeps."""
+    return cut_wall_times(loaded, machine, lambda commit, key, m: keep_rounds(m, 0, rounds_of(commit, key)))
 
 
 def parse_design(design: str) -> tuple[int, int, float, int | None]:

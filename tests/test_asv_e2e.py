@@ -335,6 +335,29 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
     for commit, per_case in _wall_rounds(job).items():
         assert per_case == {**rounds[commit], relu: rounds[commit][relu] + 1}, (commit, per_case)
 
+    # A third build in a later job: its predecessor's wall times are measured again beside it,
+    # appended, and the verdict compares this job's rounds of the two, not the earlier ones.
+    held = _wall_rounds(job)
+    third = slow_linear_wheel(tmp_path / "third-wheel", times=3)
+    later = job.run(
+        sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
+        "--build", str(LOCAL_WHEEL), "--build", str(slow), "--build", str(third), "-b", WALL_TIMES,
+        "--rounds", str(first), "--max-rounds", str(cap), check=False, timeout=900,
+    )  # fmt: skip
+    log = later.stdout + later.stderr
+    assert later.returncode in (0, 1), log[-3000:]
+    assert "asv run over 1 of 3 torch build(s)" in log and "measured by an earlier job" in log, log[-3000:]
+    assert "rounds measured again by this job" in later.stdout, later.stdout[-3000:]
+    now = _wall_rounds(job)
+    [new] = set(now) - set(held)
+    predecessor = history.HistoryRepo(job.history).commits(history.MAIN_BRANCH)[1]
+    oldest = next(c for c in held if c != predecessor)
+    assert now[oldest] == held[oldest]  # the oldest build is nobody's predecessor now
+    for name, count in now[predecessor].items():  # the first look's rounds, and the open ones' more
+        assert (count - held[predecessor][name], now[new][name]) in ((first, first), (cap, cap)), (held, now)
+    compared = [tuple(map(int, m)) for m in re.findall(r"\((\d+)\+(\d+) rounds\)", later.stdout)]
+    assert compared and all(a == b and a in (first, cap) for a, b in compared), compared
+
 
 WALL_TIMES = r"^instruction_counts\.e2e_.*\.time_wall$"  # no Callgrind: only rounds matter here
 

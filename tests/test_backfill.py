@@ -136,10 +136,11 @@ def test_backfill_on_a_local_cluster_equals_single_machine_counts(history: AsvPr
     # The regressions are where they were injected (exact metric, 2x the module's Python work).
     assert counts[slow_linear][LINEAR] > 1.3 * counts[base][LINEAR]
     assert counts[slow_relu][RELU] > 1.3 * counts[base][RELU]
-    # Single-machine `benchkit counts` with each build's torch gives the same numbers, to
+    # Single-machine `benchkit counts` with the slowed build's torch gives the same numbers, to
     # within 0.01 % (a case's layout noise in one place; a place leaking in moved them by
-    # tenths of a percent and more, see docs/measurements/place-independent-counts.md).
-    for commit in (base, slow_linear):
+    # tenths of a percent and more, see docs/measurements/place-independent-counts.md). One
+    # build is enough: its Linear count differs from the others', so equal counts are its own.
+    for commit in (slow_linear,):
         record = HistoryRepo(history.history).record(commit)
         python = cache_dir("backfill", "envs", record.wheel_sha256[:24]) / "bin" / "python"
         out = Path(history.root) / f"single-{commit[:8]}.json"

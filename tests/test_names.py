@@ -181,3 +181,23 @@ def test_case_key_class_and_pretty_name_lead_to_each_other(label: str, class_nam
 def test_a_foreign_name_has_no_case() -> None:
     assert CaseKeys(["k"]).of_benchmark("bench.time_function") is None
     assert dataclasses.replace(BenchmarkName.parse("a.B.c"), params="1").benchmark == "a.B.c"
+
+
+def test_metric_regexes_split_a_selection_into_wall_times_and_the_rest() -> None:
+    import re
+
+    found = [
+        "instruction_counts.e2e_ReLU_1.time_wall",
+        "instruction_counts.e2e_ReLU_1.track_instructions",
+        "instruction_counts.other_2.time_wall",
+        "operators.Add.track_compile_seconds(0)",
+    ]
+
+    def selected(regexes: list[str]) -> list[str]:  # asv's rule: any regex re.search-es the name
+        return [name for name in found if any(re.search(r, name) for r in regexes)]
+
+    assert selected(names.metric_regexes([], Metric.WALL_TIME, keep=True)) == [found[0], found[2]]
+    assert selected(names.metric_regexes([], Metric.WALL_TIME, keep=False)) == [found[1], found[3]]
+    mine = [r"^instruction_counts\.e2e_", r"Add"]
+    assert selected(names.metric_regexes(mine, Metric.WALL_TIME, keep=True)) == [found[0]]
+    assert selected(names.metric_regexes(mine, Metric.WALL_TIME, keep=False)) == [found[1], found[3]]

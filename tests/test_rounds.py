@@ -383,3 +383,32 @@ def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
     assert rounds_to_add(top(115, 223), 8, 24, None) == 16
     assert rounds_to_add(top(115, 223), 24, 24, 12) == 0
     assert rounds_to_add(top(0, 223), 8, 24, 12) == 16  # nothing open: the cap is what is recorded
+
+
+def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: Path) -> None:
+    """A predecessor measured again: asv appended this job's rounds to its earlier ones; the
+    job's verdict keeps the new ones only, and a build without held rounds stays as it is."""
+    from support.histories import MACHINE, History
+
+    from benchkit.history.results.read import read_results
+    from benchkit.report import rounds_window
+
+    history = History(tmp_path)
+    history.bench(WALL.format("Linear"), "seconds", repeat=3)
+    earlier = [2.0] * 3 * 4  # 4 rounds of an earlier job
+    again = [1.0, 1.1, 1.2] * 8  # 8 rounds of this one, appended
+    history.add(0, WALL.format("Linear"), statistics.median(earlier + again), earlier + again)
+    history.add(1, WALL.format("Linear"), 1.1, [1.1] * 24)
+    history.save()
+    loaded = read_results(load_asv_config(history.config))
+    [base, head] = sorted(loaded.sets[MACHINE])
+    key = (WALL.format("Linear"), next(iter(loaded.result_set(base, MACHINE).measurements))[1])
+    cut = rounds_window.this_jobs_rounds(loaded, MACHINE, {base: {key: 4}})
+    kept = cut.result_set(base, MACHINE).measurements[key]
+    assert list(kept.samples or ()) == again and kept.value == pytest.approx(1.1)
+    untouched = loaded.result_set(head, MACHINE).measurements[key]
+    assert cut.result_set(head, MACHINE).measurements[key] == untouched
+    # What the builds hold now, for the next job: only builds that hold rounds are named.
+    assert rounds_window.held_rounds(loaded, MACHINE, [base, head]) == {base: {key: 12}, head: {key: 8}}
+    # Nothing added by this job (it held all it has): all of it stays.
+    assert rounds_window.this_jobs_rounds(loaded, MACHINE, {base: {key: 12}}) == loaded

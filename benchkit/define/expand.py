@@ -251,9 +251,17 @@ def asv_bench_regexes(patterns: Sequence[str], cases: Iterable[Case]) -> list[st
     cases = list(cases)
     out: list[str] = []
     for pattern in patterns:
-        compile_pattern(pattern, "-b")
+        regex = compile_pattern(pattern, "-b")
         out.append(pattern)
-        classes = sorted({asv_class_name(c) for c in select(cases, pattern)})
+        # A case whose asv names the pattern matches is asv's to select as given: only those
+        # methods (e.g. `\.time_wall$` selects no instruction counts).
+        classes = sorted(
+            {
+                asv_class_name(c)
+                for c in select(cases, pattern)
+                if not any(regex.search(name) for name in case_names(c)[: len(CASE_METRICS)])
+            }
+        )
         if classes:
             out.append(rf"^{CASES_MODULE}\.(?:{'|'.join(map(re.escape, classes))})\.")
     return out

@@ -5,7 +5,9 @@ would judge a month of changes at once, and a regression from the first week wou
 every night after it. The main job judges instead:
 
 * each build this run measured against the build before it on the history's main
-  branch (its predecessor), with `benchkit check`;
+  branch (its predecessor), with `benchkit check`; a predecessor an earlier job measured is
+  measured again beside it, and its wall times are judged by this job's rounds only
+  (`benchkit.report.rounds_window`);
 * each of them against a baseline, when one is named (e.g. the last release's tag);
 * the history's steps (`benchkit regressions`) that start at one of those builds and last
   more than that build: a level that changed with this run's builds, seen over the whole
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.results.read import LoadedResults
-from benchkit.report import changepoints
+from benchkit.report import changepoints, rounds_window
 from benchkit.report.check import check_config_for, judge_results, metric_judge, selected
 from benchkit.report.check_config import CheckConfig
 
@@ -69,18 +71,24 @@ def judge_run(
     pairs: Sequence[JudgedPair],
     labels: Mapping[str, str],
     bench: Sequence[str] = (),
+    held: rounds_window.Held | None = None,
 ) -> JobVerdict:
-    """`benchkit check` on every pair, and the history's steps that start at a judged build."""
+    """`benchkit check` on every pair, and the history's steps that start at a judged build.
+    `held`: builds an earlier job measured and this one measured again, with the wall-time
+    rounds they held before it: the pairs judge their wall times by this job's rounds only."""
     parts: list[str] = []
     problems: list[str] = []
     code = 0
     config = check_config_for(conf_path)
+    window = rounds_window.this_jobs_rounds(loaded, machine, held or {})
     for pair in pairs:
         base, head = labels.get(pair.base, pair.base[:12]), labels.get(pair.head, pair.head[:12])
         parts.append(f"\n## {head} against {pair.against} {base}\n")
+        if pair.base in (held or {}):
+            parts.append(f"\nWall times: {base}'s rounds measured again by this job, beside {head}.\n")
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
-            verdict = judge_results(base, head, loaded, config, machine, bench=bench)
+            verdict = judge_results(base, head, window, config, machine, bench=bench)
         except UserError as e:
             problems.append(f"could not compare {base} and {head}: {e}")
             code = max(code, 2)
