@@ -7,7 +7,9 @@
 3. run the suite with asv on every commit of the history that this job has not
    finished yet (a ledger records finished commits; an interrupted job measures
    its unfinished commits again from scratch, so a resumed job ends with the same
-   rounds and samples as an uninterrupted one);
+   rounds and samples as an uninterrupted one; where wall times are appended beside a
+   predecessor, rounds an interrupted job left stay in the file and the verdict leaves
+   them out, `benchkit.report.rounds_window`);
 4. publish the site into ``html/``;
 5. print what was measured per torch build and metric (measured / failed /
    skipped / missing), what changed with the builds this run measured (each against
