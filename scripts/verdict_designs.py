@@ -31,15 +31,11 @@ from benchkit.names import BenchmarkName, Metric
 from benchkit.report import check
 from benchkit.report.check_config import CheckConfig
 from benchkit.report.rounds_look import open_wall_times, rounds_to_add
-from benchkit.report.rounds_window import cut_wall_times, keep_rounds
+from benchkit.report.rounds_window import cut_wall_times, is_wall_time, keep_rounds
 from benchkit.stats import FUTILITY_P
 
 Key = tuple[str, str]
 RoundsOf = Callable[[str, Key], int]  # (commit, key) -> rounds the design keeps
-
-
-def _is_wall_time(key: Key) -> bool:
-    return BenchmarkName.parse(key[0]).metric is Metric.WALL_TIME
 
 
 def cut_rounds(loaded: LoadedResults, machine: str, rounds_of: RoundsOf) -> LoadedResults:
@@ -99,7 +95,7 @@ def design_rounds(
     used: dict[Key, int] = {}
     for commit in (base, head):
         for key, m in cut.result_set(commit, machine).measurements.items():
-            if _is_wall_time(key) and m.samples and m.per_round:
+            if is_wall_time(key) and m.samples and m.per_round:
                 used[key] = used.get(key, 0) + len(m.samples) // m.per_round
     return cut, used
 
@@ -157,7 +153,7 @@ def slow_round_share(loaded: LoadedResults, machine: str, factor: float = 1.3) -
     slow: dict[str, list[bool]] = {}
     for result_set in loaded.sets[machine].values():
         for key, m in result_set.measurements.items():
-            values = round_values(m.samples, m.per_round) if _is_wall_time(key) else None
+            values = round_values(m.samples, m.per_round) if is_wall_time(key) else None
             if not values or len(values) < 4:
                 continue
             fast = statistics.median(sorted(values)[: max(1, len(values) // 4)])

@@ -17,7 +17,8 @@ from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report.check_decide import NOISE_CEILING
 from benchkit.report.noise import count_move, rounds_test
-from benchkit.stats import FUTILITY_P, MIN_ROUNDS, Look, first_look, round_values
+from benchkit.report.rounds_window import rounds_of
+from benchkit.stats import FUTILITY_P, MIN_ROUNDS, Look, first_look
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,11 +33,6 @@ class TopUp:
     def describe(self) -> str:
         counts = ", ".join(f"{self.looks.get(look, 0)} {look.value}" for look in Look)
         return f"first look at the wall times of the judged pairs: {counts}"
-
-
-def _rounds(samples: Sequence[float] | None, per_round: int | None) -> int:
-    values = round_values(samples, per_round)
-    return len(values) if values else 0
 
 
 def open_wall_times(
@@ -69,7 +65,7 @@ def open_wall_times(
             if test is not None:
                 moved = count_move(base_set, head_set, key, count_threshold)
                 look = first_look(test, NOISE_CEILING, max_rounds, futility_p, moved)
-            elif min(_rounds(a.samples, a.per_round), _rounds(b.samples, b.per_round)) >= MIN_ROUNDS:
+            elif min(rounds_of(a), rounds_of(b)) >= MIN_ROUNDS:
                 look = Look.OPEN  # too few rounds at the fast level yet: more rounds may add some
             else:  # too few rounds for the test: the gate judges by the history
                 continue
@@ -78,7 +74,7 @@ def open_wall_times(
             if look is not Look.OPEN:
                 continue
             for commit, m in ((base, a), (head, b)):
-                if _rounds(m.samples, m.per_round) < max_rounds:
+                if rounds_of(m) < max_rounds:
                     commits.setdefault(commit)
                     benchmarks.add(BenchmarkName.parse(key[0]).benchmark)
     return TopUp(tuple(commits), tuple(sorted(benchmarks)), dict(looks), len(looked))

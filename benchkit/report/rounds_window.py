@@ -22,7 +22,7 @@ Key = tuple[str, str]  # (benchmark name with params, environment)
 Held = Mapping[str, Mapping[Key, int]]  # full commit -> wall time -> rounds it held before
 
 
-def _is_wall_time(key: Key) -> bool:
+def is_wall_time(key: Key) -> bool:
     return BenchmarkName.parse(key[0]).metric is Metric.WALL_TIME
 
 
@@ -49,7 +49,7 @@ def held_rounds(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> 
     held: dict[str, dict[Key, int]] = {}
     for commit in commits:
         result_set = loaded.result_set(commit, machine)
-        rounds = {k: rounds_of(m) for k, m in result_set.measurements.items() if _is_wall_time(k)}
+        rounds = {k: rounds_of(m) for k, m in result_set.measurements.items() if is_wall_time(k)}
         if any(rounds.values()):
             held[commit] = rounds
     return held
@@ -62,8 +62,7 @@ def cut_wall_times(
     sets: dict[str, ResultSet] = {}
     for commit, result_set in loaded.sets.get(machine, {}).items():
         measurements = {
-            key: cut(commit, key, m) if _is_wall_time(key) else m
-            for key, m in result_set.measurements.items()
+            key: cut(commit, key, m) if is_wall_time(key) else m for key, m in result_set.measurements.items()
         }
         sets[commit] = dataclasses.replace(result_set, measurements=measurements)
     return dataclasses.replace(loaded, sets={**loaded.sets, machine: sets})
