@@ -194,14 +194,18 @@ def fast_rounds(before: Sequence[float], after: Sequence[float]) -> tuple[list[f
         band *= 2
 
 
-def fast_level(values: Sequence[float]) -> tuple[float, float] | None:
+def fast_level(values: Sequence[float]) -> tuple[float, float | None] | None:
     """One build's fast level from its own rounds (log values), for a history of builds: the
-    mean of the rounds within `FAST_BAND` of its second-fastest, and its standard error; None
-    with fewer than `MIN_FAST_ROUNDS` there. A band per build follows its luckiest rounds a
-    little, alike in every build, so a history's spread of these levels holds that too."""
+    mean of the rounds within `FAST_BAND` of its second-fastest, and its standard error (None
+    with fewer than `MIN_FAST_ROUNDS` there: two rounds show no spread); None with fewer than
+    two rounds. A band per build follows its luckiest rounds a little, alike in every build, so
+    a history's spread of these levels holds that too. A build whose rounds nearly all fell into
+    bursts keeps the level of the two or so they did not slow, not the bursts' level."""
     kept, _ = _own_band(values)
-    if len(kept) < MIN_FAST_ROUNDS:
+    if not kept:
         return None
+    if len(kept) < MIN_FAST_ROUNDS:
+        return statistics.fmean(kept), None
     return statistics.fmean(kept), statistics.stdev(kept) / math.sqrt(len(kept))
 
 

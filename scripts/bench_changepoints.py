@@ -24,7 +24,8 @@ goes through the user's command, ``benchkit regressions --json OUT`` (the comman
   `regressions` left the busy build out as disturbed.
 
 ``--before REF`` runs the same sweep on the benchkit package of another commit of this
-repository (``git archive REF``, into a temporary folder) for a side-by-side table. The
+repository (``git archive REF``, into a temporary folder) for a side-by-side table; the two
+sweeps run at once, one process each. The
 tables go to ``--out`` (default docs/measurements/changepoints-power.md) with the command.
 """
 
@@ -131,7 +132,7 @@ def _worker(code: Path, seeds: int, results: Path) -> None:
     results.write_text(json.dumps(rows))
 
 
-def _run_worker(code: Path, seeds: int, results: Path) -> list[dict[str, Any]]:
+def _start_worker(code: Path, seeds: int, results: Path) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         __file__,
@@ -143,8 +144,7 @@ def _run_worker(code: Path, seeds: int, results: Path) -> list[dict[str, Any]]:
         str(results),
     ]
     env = {**os.environ, "PYTHONPATH": str(code)}
-    subprocess.run(command, check=True, env=env, cwd=REPO_ROOT)
-    return json.loads(results.read_text())
+    return subprocess.Popen(command, env=env, cwd=REPO_ROOT)
 
 
 def _per_1000(count: int, total: int) -> str:
@@ -248,10 +248,16 @@ def main() -> int:
             subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
             runs.append((f"before: {args.before} ({commit})", before))
         runs.append((f"this checkout ({head}{', with changes' if dirty.stdout else ''})", REPO_ROOT))
+        # One process per sweep, side by side: each is single-threaded, and the histories are
+        # the same for both (seeded by configuration), so the two use both cores.
+        print(f"sweeping {', '.join(label for label, _ in runs)} ...", file=sys.stderr, flush=True)
+        results = [Path(tmp) / f"rows-{k}.json" for k in range(len(runs))]
+        workers = [_start_worker(code, args.seeds, out) for (_, code), out in zip(runs, results, strict=True)]
+        if any([worker.wait() != 0 for worker in workers]):  # every worker waited for
+            raise SystemExit("a sweep failed: its error is above")
         sections = []
-        for label, code in runs:
-            print(f"sweeping {label} ...", file=sys.stderr, flush=True)
-            rows = _run_worker(code, args.seeds, Path(tmp) / f"rows-{len(sections)}.json")
+        for (label, _), out in zip(runs, results, strict=True):
+            rows = json.loads(out.read_text())
             sections.append(f"## {label}\n\n{_summary(rows)}\n{_table(rows)}")
     command = "flock /tmp/benchkit-heavy.lock python3 scripts/bench_changepoints.py " + " ".join(
         a for a in sys.argv[1:]

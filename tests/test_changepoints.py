@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -199,6 +200,29 @@ def test_on_a_shared_machine_the_step_is_found_and_the_bursts_make_none(tmp_path
     assert abs(position - 20) <= 1 and label == "wall time only"
     assert [s for s in data["steps"] if s["name"] != history.stepped] == []
     assert data["shifted_builds"] == []
+
+
+@pytest.mark.parametrize("last", [False, True])
+def test_a_build_with_all_but_two_rounds_in_bursts_keeps_its_fast_level(tmp_path: Path, last: bool) -> None:
+    """Ten of a build's twelve rounds in another tenant's bursts: too few clean rounds for a
+    spread, but the two show its level. At the first or the newest build there is no build after
+    it to call it an outlier, so a level from the bursts would be a step of ~+50 %."""
+    rng = random.Random(11)
+    project = History(tmp_path)
+    names = [WALL.format(f"Case{k}") for k in range(3)]
+    for name in names:
+        project.bench(name, "seconds", repeat=3)
+    odd = COMMITS - 1 if last else 0
+    for i in range(COMMITS):
+        for k, name in enumerate(names):
+            rounds = [math.exp(rng.gauss(0, 0.01)) for _ in range(12)]
+            if i == odd and k == 0:
+                rounds = rounds[:2] + [r * 1.5 for r in rounds[2:]]
+            samples = [1e-5 * (1 + k) * r * math.exp(rng.gauss(0, 0.003)) for r in rounds for _ in range(3)]
+            project.add(i, name, statistics.median(samples), samples)
+    project.save()
+    history = SteppedHistory(project, None, None, tuple(names), None)
+    assert _regressions_json(history, tmp_path)["steps"] == []
 
 
 @pytest.mark.parametrize("walls", [3, 15])

@@ -198,7 +198,7 @@ def rounds_shift(m: Measurement) -> tuple[float, float] | None:
     return None if test is None else (test.change, test.se)
 
 
-def _level(m: Measurement) -> tuple[float, float] | None:
+def _level(m: Measurement) -> tuple[float, float | None] | None:
     values = round_values(m.samples, m.per_round)
     return fast_level(values) if values is not None and len(values) >= MIN_ROUNDS else None
 
@@ -213,8 +213,8 @@ def value_sigma(m: Measurement) -> float | None:
 
 def wall_level(m: Measurement) -> float | None:
     """A build's wall time (seconds) as a history judges it: the fast level of its rounds
-    (`benchkit.stats.fast_level`: the rounds another tenant's bursts did not slow), with
-    `MIN_ROUNDS` rounds; else asv's value."""
+    (`benchkit.stats.fast_level`: the rounds another tenant's bursts did not slow, even where
+    they slowed all but two), with `MIN_ROUNDS` rounds; else asv's value."""
     if not m.has_number or m.value is None:
         return None
     level = _level(m)
