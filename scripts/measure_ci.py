@@ -57,6 +57,29 @@ class DiskPeak(threading.Thread):
             self.peak = max(self.peak, shutil.disk_usage(self.path).used - self.start_used)
 
 
+SLOWEST_SHOWN = 15
+
+
+def slowest_tests(lines: list[str], shown: int = SLOWEST_SHOWN) -> list[tuple[float, str, str]]:
+    """(seconds, phase, test) of pytest's own durations section (``--durations``, the project's
+    addopts), slowest first."""
+    rows = []
+    inside = False
+    for line in lines:
+        if "slowest" in line and "durations" in line and line.startswith("="):
+            inside = True
+            continue
+        if inside:
+            parts = line.split(maxsplit=2)
+            if len(parts) != 3 or not parts[0].endswith("s"):
+                break
+            try:
+                rows.append((float(parts[0][:-1]), parts[1], parts[2]))
+            except ValueError:
+                break
+    return rows[:shown]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ref", default="HEAD")
@@ -112,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---:|---:|---|---|\n"
         f"| {commit[:10]} | {_machine()} | {seconds / 60:.1f} min ({seconds:,.0f} s) | "
         f"{disk.peak / 2**30:.1f} GiB | {code} | "
-        f"`{last.replace('|', '/').replace('`', '')}` |\n"
+        f"`{last.replace('|', '/').replace('`', '')}` |\n" + _slowest_table(slowest_tests(lines))
     )
     print(
         f"measure_ci: exit {code} after {seconds:,.0f} s, "
@@ -122,6 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     if code == 0:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0 if code == 0 else 1
+
+
+def _slowest_table(rows: list[tuple[float, str, str]]) -> str:
+    if not rows:
+        return ""
+    body = "".join(f"| {seconds:,.0f} | {phase} | `{test}` |\n" for seconds, phase, test in rows)
+    return (
+        f"\nThe {len(rows)} slowest test phases of that run (pytest's `--durations`):\n\n"
+        "| seconds | phase | test |\n|---:|---|---|\n" + body
+    )
 
 
 if __name__ == "__main__":
