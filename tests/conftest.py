@@ -7,6 +7,12 @@ asv's forkserver sockets, Chromium profiles, inductor's default cache, valgrind'
 go under one root that is removed when the session ends, whatever its outcome, so runs
 do not pile up on the disk. pytest's own ``tmp_path`` folders stay where pytest puts
 them, and only those of failed tests are kept (``tmp_path_retention_policy``).
+
+CI runs the suite on both cores (pytest-xdist, ``-n 2``, whole files per worker): the workers
+share the session root and its cache (shards are built under a lock and renamed into place),
+files with slow tests are handed out first so that no long file starts last, and a test
+marked ``quiet`` (its verdict rests on wall times it measures) runs while no other test does
+(`tests.support.quiet`).
 """
 
 from __future__ import annotations
@@ -14,9 +20,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.quiet import QuietLock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,11 +34,19 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # "No space left on device", so the session refuses to start instead.
 SLOW_SUITE_FREE_GIB = 20
 
-os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
-_SESSION_ROOT = Path(tempfile.mkdtemp(prefix="benchkit-tests-"))
-(_SESSION_ROOT / "tmp").mkdir()
-os.environ["TMPDIR"] = str(_SESSION_ROOT / "tmp")
-tempfile.tempdir = None  # re-read TMPDIR
+# An xdist worker inherits the controller's environment, root included; only the process
+# that made the root removes it.
+_SESSION_ROOT_VARIABLE = "BENCHKIT_TEST_SESSION_ROOT"
+_IS_WORKER = "PYTEST_XDIST_WORKER" in os.environ and _SESSION_ROOT_VARIABLE in os.environ
+if _IS_WORKER:
+    _SESSION_ROOT = Path(os.environ[_SESSION_ROOT_VARIABLE])
+else:
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    _SESSION_ROOT = Path(tempfile.mkdtemp(prefix="benchkit-tests-"))
+    (_SESSION_ROOT / "tmp").mkdir()
+    os.environ[_SESSION_ROOT_VARIABLE] = str(_SESSION_ROOT)
+    os.environ["TMPDIR"] = str(_SESSION_ROOT / "tmp")
+    tempfile.tempdir = None  # re-read TMPDIR
 
 if "BENCHKIT_TEST_KEEP_CACHE" not in os.environ:
     os.environ["BENCHKIT_CACHE_DIR"] = str(_SESSION_ROOT / "cache")
@@ -38,7 +55,7 @@ else:  # reuse compiled shards across local test runs
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.environ.get("BENCHKIT_SLOW") != "1":
+    if os.environ.get("BENCHKIT_SLOW") != "1" or _IS_WORKER:
         return
     free = shutil.disk_usage(_SESSION_ROOT).free / 2**30
     if free < SLOW_SUITE_FREE_GIB:
@@ -52,11 +69,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
+    if not _IS_WORKER:
+        shutil.rmtree(_SESSION_ROOT, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("BENCHKIT_SLOW") == "1":
+        # Files with slow tests first, each file's tests together and in their order (a
+        # stable sort): with whole files per worker, the long ones start early.
+        slow_files = {item.path for item in items if "slow" in item.keywords}
+        items.sort(key=lambda item: item.path not in slow_files)
         return
     skip = pytest.mark.skip(reason="slow end-to-end check: run with BENCHKIT_SLOW=1")
     for item in items:
@@ -67,3 +89,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+_QUIET_LOCK = QuietLock(_SESSION_ROOT / "quiet")
+_QUIET_FILES: set[Path] = set()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _QUIET_FILES.update(item.path for item in session.items if "quiet" in item.keywords)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _quiet_machine(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A file with a ``quiet`` test runs alone, module fixtures included; the others side by
+    side (tests.support.quiet)."""
+    with _QUIET_LOCK.hold(alone=request.path in _QUIET_FILES):
+        yield

@@ -52,6 +52,9 @@ from benchkit import settings_record
 from benchkit.history.builds import repo as history
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
+# quiet: an A/A pair of builds must be judged unchanged from the wall times it measures.
+pytestmark = pytest.mark.quiet
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:

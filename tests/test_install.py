@@ -15,6 +15,9 @@ from support.wheels import LOCAL_WHEEL
 
 from benchkit.history.builds.install import link_tree, wheel_requirements
 
+# quiet: bounds the seconds an uninstall and a second install take.
+pytestmark = pytest.mark.quiet
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -11,6 +11,8 @@ from benchkit.measure.cpp.shards import CppSuite, Snippet, layout
 from benchkit.measure.walltime.timing import MeasuredClock, blocked_autorange, prepare
 
 
+# quiet: judges wall times it measures against a reference taken apart from them.
+@pytest.mark.quiet
 def test_python_case_times_the_statement() -> None:
     prepared = prepare(TimerArgs("y = x * w", "x = torch.ones((4, 4))\nw = torch.ones((4, 4))"))
     n = prepared.calibrate(target=0.005)
@@ -60,6 +62,7 @@ def test_cpp_layout_is_deterministic_and_groups_by_global_setup() -> None:
     assert len(shards) == 3 and all(len(s.snippets) <= SNIPPETS_PER_SHARD for s in shards)
 
 
+@pytest.mark.quiet
 def test_cpp_cases_compile_once_per_shard_and_honour_threads() -> None:
     cases = [
         TimerArgs(
