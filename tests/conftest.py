@@ -10,9 +10,9 @@ them, and only those of failed tests are kept (``tmp_path_retention_policy``).
 
 CI runs the suite on both cores (pytest-xdist, ``-n 2``, whole files per worker): the workers
 share the session root and its cache (shards are built under a lock and renamed into place),
-files with slow tests are handed out first so that no long file starts last, and a test
-marked ``quiet`` (its verdict rests on wall times it measures) runs while no other test does
-(`tests.support.quiet`).
+a file with a test marked ``quiet`` (its verdict rests on wall times it measures) runs while
+no other test does (`support.quiet`), and files are handed out quiet ones first, then those
+with slow tests, so that no long file starts last.
 """
 
 from __future__ import annotations
@@ -75,10 +75,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("BENCHKIT_SLOW") == "1":
-        # Files with slow tests first, each file's tests together and in their order (a
-        # stable sort): with whole files per worker, the long ones start early.
-        slow_files = {item.path for item in items if "slow" in item.keywords}
-        items.sort(key=lambda item: item.path not in slow_files)
+        # Files that run alone first (while they run the other worker waits, whenever they
+        # come), then files with slow tests, then the quick ones, which even out the two
+        # workers' ends; each file's tests stay together and in their order (a stable sort;
+        # pyproject's --no-loadscope-reorder keeps xdist from sorting files by test count).
+        quiet = {item.path for item in items if "quiet" in item.keywords}
+        slow = {item.path for item in items if "slow" in item.keywords}
+        items.sort(key=lambda item: 0 if item.path in quiet else 1 if item.path in slow else 2)
         return
     skip = pytest.mark.skip(reason="slow end-to-end check: run with BENCHKIT_SLOW=1")
     for item in items:

@@ -77,13 +77,13 @@ def test_a_selection_counts_only_its_cases_once_and_later_ones_reuse(tmp_path: P
 
 def test_an_operator_selection_times_only_its_operator_once_per_command(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", tmp_path / "env")
+    # A cache of its own: the other test worker's operator runs keep their timings there too.
+    project.env["BENCHKIT_CACHE_DIR"] = str(tmp_path / "cache")
     project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
     timing = tmp_path / "operators.json"
     project.env.update(
         BENCHKIT_OPERATOR_PROCESSES="1", BENCHKIT_OPERATOR_ROUNDS="2", BENCHKIT_OPERATORS_JSON=str(timing)
     )
-    # A cache of its own: the other test worker's operator runs keep their timings there too.
-    project.env["BENCHKIT_CACHE_DIR"] = str(tmp_path / "cache")
     reuse_folder = tmp_path / "cache" / "operators" / "asv-commands"
     before = set(reuse_folder.glob("*.json"))
     project.asv("run", "ALL", *ROUNDS, "--machine", MACHINE, "-b", RELU_OPERATOR)
@@ -116,10 +116,10 @@ def test_wall_time_and_counts_of_a_cpp_case_share_one_compile(tmp_path: Path) ->
     compiled for the torch build, holding the selected case alone (not its suite-mates)."""
     project = make_project(tmp_path / "project", tmp_path / "env")
     (project.root / "e2e_definitions.py").write_text(CPP_DEFINITIONS)
-    project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
     # A cache of its own: the other test worker may compile C++ shards meanwhile.
     cache = tmp_path / "cache"
     project.env["BENCHKIT_CACHE_DIR"] = str(cache)
+    project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
     before = set(_cpp_libraries(cache))
 
     project.asv("run", "ALL", *ROUNDS, "--machine", MACHINE, "-b", "e2e_AddCpp")
