@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.quiet import QuietLock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
