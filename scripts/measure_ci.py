@@ -152,7 +152,9 @@ def _slowest_table(rows: list[tuple[float, str, str]]) -> str:
         return ""
     body = "".join(f"| {seconds:,.0f} | {phase} | `{test}` |\n" for seconds, phase, test in rows)
     return (
-        f"\nThe {len(rows)} slowest test phases of that run (pytest's `--durations`):\n\n"
+        f"\nThe {len(rows)} slowest test phases of that run (pytest's `--durations`). The setup of a "
+        "file's first test includes its wait for the machine when that file runs alone "
+        "(`quiet`, tests/support/quiet.py) or waits for one that does:\n\n"
         "| seconds | phase | test |\n|---:|---|---|\n" + body
     )
 
