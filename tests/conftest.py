@@ -105,6 +105,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def _quiet_machine(request: pytest.FixtureRequest) -> Iterator[None]:
     """A file with a ``quiet`` test runs alone, module fixtures included; the others side by
-    side (tests.support.quiet)."""
+    side (support.quiet)."""
     with _QUIET_LOCK.hold(alone=request.path in _QUIET_FILES):
         yield

@@ -1,13 +1,14 @@
 """Tests that need the machine to themselves, in a suite that runs on both cores.
 
-A test whose verdict rests on wall times it measures (an A/A pair judged unchanged, rounds
-added only where the verdict is open) must not share the CPU with a compile or a Callgrind
-run of the other xdist worker; every other test may. `QuietLock` is a readers-writer lock
+A test whose verdict rests on wall times it measures (an A/A pair judged unchanged), that
+bounds the seconds something takes, or that compares two Callgrind batches' counts exactly
+(a batch of the other worker at the same time takes the first counting place) must not share
+the machine with the other xdist worker; every other test may. `QuietLock` is a readers-writer lock
 between the worker processes, held for a whole test file (its module fixtures measure too):
 ordinary files hold it shared, a file with a ``quiet`` test alone. A worker holds one file's
 lock at a time, so two workers never wait for each other in a circle.
 
-Two ``flock`` files make a waiting quiet test come first: it takes the gate and keeps it
+Two ``flock`` files make a waiting quiet file come first: it takes the gate and keeps it
 while it waits for the shared holders to finish, so no new test of the other worker starts
 in between (without the gate, ordinary tests could keep the lock shared for the rest of
 the session). The kernel drops a lock when its holder dies, so a crashed worker blocks no one.
