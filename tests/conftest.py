@@ -53,6 +53,10 @@ else:  # reuse compiled shards across local test runs
     os.environ.setdefault("BENCHKIT_CACHE_DIR", str(REPO_ROOT / ".benchkit" / "test-cache"))
 
 
+# Files with a ``quiet`` test (filled at collection): each runs alone (support.quiet).
+_QUIET_FILES: set[Path] = set()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if os.environ.get("BENCHKIT_SLOW") != "1" or _IS_WORKER:
         return
@@ -73,14 +77,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _QUIET_FILES.update(item.path for item in items if "quiet" in item.keywords)
     if os.environ.get("BENCHKIT_SLOW") == "1":
         # Files that run alone first (while they run the other worker waits, whenever they
         # come), then files with slow tests, then the quick ones, which even out the two
         # workers' ends; each file's tests stay together and in their order (a stable sort;
         # pyproject's --no-loadscope-reorder keeps xdist from sorting files by test count).
-        quiet = {item.path for item in items if "quiet" in item.keywords}
         slow = {item.path for item in items if "slow" in item.keywords}
-        items.sort(key=lambda item: 0 if item.path in quiet else 1 if item.path in slow else 2)
+        items.sort(key=lambda item: 0 if item.path in _QUIET_FILES else 1 if item.path in slow else 2)
         return
     skip = pytest.mark.skip(reason="slow end-to-end check: run with BENCHKIT_SLOW=1")
     for item in items:
@@ -94,12 +98,6 @@ def repo_root() -> Path:
 
 
 _QUIET_LOCK = QuietLock(_SESSION_ROOT / "quiet")
-_QUIET_FILES: set[Path] = set()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    _QUIET_FILES.update(item.path for item in session.items if "quiet" in item.keywords)
 
 
 @pytest.fixture(scope="module", autouse=True)
