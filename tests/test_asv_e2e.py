@@ -255,12 +255,15 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
         for name, row in data["results"].items():
             if name.endswith("time_wall"):
                 assert all(len(s) == ROUNDS * SAMPLES_PER_ROUND for s in row[samples]), (path.name, name)
-    # What asv was told: the rounds asked for, 3 samples each, no asv warm-up on top of calibration.
+    # What asv was told: the rounds asked for, 3 samples each of one call (one block), no asv
+    # warm-up on top of calibration.
     described = json.loads((job.root / "results" / "benchmarks.json").read_text())
     told = {
-        (b["rounds"], b["repeat"], b["warmup_time"]) for n, b in described.items() if n.endswith(".time_wall")
+        (b["rounds"], b["repeat"], b["warmup_time"], b["number"])
+        for n, b in described.items()
+        if n.endswith(".time_wall")
     }
-    assert told == {(ROUNDS, SAMPLES_PER_ROUND, 0)}, told
+    assert told == {(ROUNDS, SAMPLES_PER_ROUND, 0, 1)}, told
     # The PR build doubles Linear: the gate finds it, so the job exits 1 and says so.
     assert "#### Regressions" in second.stdout and LINEAR in second.stdout
     assert second.returncode == 1, output[-3000:]

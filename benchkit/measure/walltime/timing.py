@@ -47,12 +47,21 @@ SAMPLES_PER_ROUND = 3
 FIRST_LOOK_ROUNDS = 8
 MAX_ROUNDS = 24
 
-# asv's own warm-up before the first sample (by default a tenth of a second of calls). A
-# process here is already warm when asv starts: `PreparedCase.calibrate` has just run the
-# statement up to a full block, and asv's choice of ``number`` runs one more block, so asv's
-# warm-up would only lengthen every round; the verdict figures in docs/verdicts.md are
-# taken without it.
+# asv's own warm-up before the first sample (by default a tenth of a second of calls), and its
+# choice of ``number`` (one more block before the samples). A process here is already warm when
+# asv's first sample ends: that call prepares the case and `PreparedCase.calibrate` runs the
+# statement up to a full block before the sample's own block, and the clock asv reads advances
+# only by that block. So every call is one block (``number = 1``) and there is no warm-up:
+# either would only lengthen every round.
 WARMUP_SECONDS = 0.0
+CALLS_PER_SAMPLE = 1
+
+# A round's blocks are shorter than `TARGET_BLOCK_SECONDS` (`benchkit run`'s, torch's choice for
+# its 0.2 s of measurement): a round is a process, and what a process adds to a sample (where its
+# code and buffers landed) does not average out over a longer block, while every millisecond of
+# every block is paid in every round of every case. scripts/bench_round_cost.py measures the cost
+# of a round's parts; docs/verdicts.md gives the verdict figures at this length.
+ROUND_BLOCK_SECONDS = 0.005
 
 
 def wall_time_rounds() -> int:
@@ -179,10 +188,9 @@ def blocked_autorange(prepared: PreparedCase, min_run_time: float = 0.2) -> Timi
 class WallTimeMetric:
     """asv ``time_wall`` for every case (see the module docstring for the method).
 
-    Preparation happens on the first call, inside the benchmark process: asv's
-    number calibration and warm-up absorb it, and `MEASURED_CLOCK` does not
-    advance during it. C++ cases share one ``setup_cache`` that compiles, in parallel
-    and before any C++ benchmark runs, the C++ shards of the whole suite or, for a
+    Preparation happens on the first call, inside the benchmark process, and
+    `MEASURED_CLOCK` does not advance during it. C++ cases share one ``setup_cache``
+    that compiles, in parallel and before any C++ benchmark runs, the C++ shards of the whole suite or, for a
     ``-b`` selection, shards laid out from the selected cases alone
     (`benchkit.measure.selection.cpp_layout_keys`; the instruction counts use the same
     layout and find them built); built shards are kept by content, so later rounds and
@@ -228,7 +236,7 @@ class WallTimeMetric:
                     from asv_runner.benchmarks.mark import SkipNotImplemented
 
                     raise SkipNotImplemented(str(e)) from e
-                prepared.calibrate()
+                prepared.calibrate(ROUND_BLOCK_SECONDS)
                 state["case"] = prepared
             MEASURED_CLOCK.add(prepared.run_block(prepared.block_size), prepared.block_size)
 
@@ -258,4 +266,5 @@ class WallTimeMetric:
         time_wall.rounds = self.rounds  # type: ignore[attr-defined]
         time_wall.repeat = SAMPLES_PER_ROUND  # type: ignore[attr-defined]
         time_wall.warmup_time = WARMUP_SECONDS  # type: ignore[attr-defined]
+        time_wall.number = CALLS_PER_SAMPLE  # type: ignore[attr-defined]
         return time_wall
