@@ -13,7 +13,13 @@ its log and asv's result files into one profile:
   (the Callgrind batch of the instruction counts, the operator timings' setup), and the sum
   of the ``duration`` asv records for every benchmark of a metric (all its rounds);
 * asv's own time: the run step less everything asv recorded (process starts, discovery,
-  switching builds between rounds).
+  switching builds between rounds);
+* from the times asv's progress lines arrived (``run`` stamps each line of the job's output):
+  step 3 cut into switching builds between rounds (asv's ``For torch commit ...`` to its
+  ``Benchmarking``: uninstalling, installing and checking torch), each ``setup_cache`` in every
+  round (``Setting up ... ok`` after the line before it: the first round's C++ compile and
+  Callgrind batch included, which asv's records keep for the last round only), and running the
+  benchmarks (forks, preparation, samples, asv's records).
 
 Several ``--ref`` run alternately (A, B, A, B with ``--repeat 2``), so that the machine's drift
 reaches both alike. Each profile is added to ``docs/measurements/main-job-profile.json``;
@@ -138,8 +144,54 @@ def _wall_rounds(path: Path) -> dict[str, int]:
     return out
 
 
+ROUND_LINE = re.compile(r"· For \S+ commit ")
+BENCHMARKING_LINE = re.compile(r"·· Benchmarking ")
+SETUP_LINE = re.compile(r"··· Setting up (\S+?)(?::\d+)?\s+(?:ok|failed)\s*$")
+LOG_SWITCH = "switching builds between rounds (uninstall, install, check; first installs included)"
+LOG_BEFORE = "before the first round (environments, discovery, first builds)"
+LOG_RUNNING = "running the benchmarks (forks, preparation, samples, asv's records)"
+LOG_ROUNDS = "rounds of a build (switches counted)"
+
+
+def log_phases(timeline: list[tuple[float, str]]) -> dict[str, float]:
+    """Step 3 cut by the times asv's lines arrived: seconds switching builds, per
+    ``setup_cache`` (every round), running benchmarks, and before the first round."""
+    phases: dict[str, float] = defaultdict(float)
+    inside = False
+    state, state_start, previous = LOG_BEFORE, 0.0, 0.0
+    for seconds, line in timeline:
+        text = line.strip()
+        step = STEP.match(text)
+        if step or text.startswith("benchkit main finished"):
+            if inside:  # step 3 ends: close what was going on
+                phases[state] += seconds - state_start
+            inside = bool(step) and step.group(1) == "3"
+            state, state_start, previous = LOG_BEFORE, seconds, seconds
+            continue
+        if not inside:
+            continue
+        if ROUND_LINE.search(text):
+            phases[state] += seconds - state_start
+            state, state_start = LOG_SWITCH, seconds
+            phases[LOG_ROUNDS] += 1
+        elif BENCHMARKING_LINE.search(text) and state == LOG_SWITCH:
+            phases[state] += seconds - state_start
+            state, state_start = LOG_RUNNING, seconds
+        elif (setup := SETUP_LINE.search(text)) and state == LOG_RUNNING:
+            phases[f"setup_cache: {SETUP_CACHES.get(setup.group(1), setup.group(1))}"] += seconds - previous
+            phases[LOG_RUNNING] -= seconds - previous
+        previous = seconds
+    return dict(phases)
+
+
 def profile_of(
-    label: str, commit: str, main_args: list[str], log: str, results: Path, since: float
+    label: str,
+    commit: str,
+    main_args: list[str],
+    log: str,
+    results: Path,
+    since: float,
+    timeline: list[tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     steps = steps_of(log)
     builds = asv_records(results, since)
@@ -161,6 +213,7 @@ def profile_of(
         "builds": builds,
         "asv_unrecorded": steps.get(STEP_NAMES[3], 0.0) - recorded,
         "wall_rounds": int(rounds.group(1)) if rounds else None,
+        "log_phases": log_phases(timeline) if timeline else {},
     }
 
 
@@ -178,19 +231,24 @@ def run_once(ref: str, label: str, main_args: list[str], keep: Path | None = Non
         env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_")}
         env["BENCHKIT_FRESH_DIR"] = str(work)
         print(f"profile: {label} = {ref} ({commit[:10]}): the main job from a fresh clone ...", flush=True)
-        began = time.time()
-        done = subprocess.run(
+        began, started = time.time(), time.monotonic()
+        timeline: list[tuple[float, str]] = []  # when each line of the job's output arrived
+        with subprocess.Popen(
             ["bash", str(source / "scripts" / "fresh_main_job.sh"), *main_args],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+        ) as job:  # fmt: skip
+            assert job.stdout is not None
+            for line in job.stdout:
+                timeline.append((time.monotonic() - started, line))
+        log = "".join(line for _, line in timeline)
         log_path = (keep or Path(tmp)) / "main.log"
-        log_path.write_text(done.stdout)
+        log_path.write_text("".join(f"[{seconds:8.1f}] {line}" for seconds, line in timeline))
         try:
             return profile_of(
-                label, commit, main_args, done.stdout, work / "benchkit" / ".asv" / "results", began
+                label, commit, main_args, log, work / "benchkit" / ".asv" / "results", began, timeline
             )
         except SystemExit:
-            sys.stderr.write(done.stdout[-4000:])
+            sys.stderr.write(log[-4000:])
             raise
 
 
@@ -238,6 +296,18 @@ def table(profiles: list[dict[str, Any]]) -> str:
             rows.append(("&nbsp;&nbsp;asv's own time (process starts, installs between rounds, discovery)",
                          [f"{p['asv_unrecorded'] - c:.0f}"
                           for p, c in zip(profiles, counted, strict=True)]))  # fmt: skip
+            cut = sorted({name for p in profiles for name in p.get("log_phases", {}) if name != LOG_ROUNDS})
+            for name in cut:
+                found = [p.get("log_phases", {}) for p in profiles]
+                cells = [f"{phases[name]:.0f}" if name in phases else "–" for phases in found]
+                rows.append((f"&nbsp;&nbsp;from asv's progress lines: {name}", cells))
+            if cut:
+                rows.append(
+                    (
+                        f"&nbsp;&nbsp;from asv's progress lines: {LOG_ROUNDS}",
+                        [f"{p.get('log_phases', {}).get(LOG_ROUNDS, 0):.0f}" for p in profiles],
+                    )
+                )
     rows.append(
         ("**total, install included**", [f"{p['steps']['total (install included)']:.0f}" for p in profiles])
     )
@@ -252,6 +322,8 @@ def table(profiles: list[dict[str, Any]]) -> str:
         "its own records (`<build>`, `setup_cache`, each benchmark's `duration`), summed over builds;",
         "asv keeps a benchmark's `duration` of its last round only, so the wall time's other rounds",
         "are that round's durations times the other rounds, and asv's own time the rest of step 3.",
+        "The rows `from asv's progress lines` cut step 3 by the times asv's lines arrived (profiles",
+        "made since the job's output is stamped; `–` for older ones): they hold every round.",
         "",
         "| phase (seconds) | " + " | ".join(heads) + " |",
         "|---|" + "---:|" * len(heads),

@@ -1,0 +1,59 @@
+"""scripts/profile_main_job.py cuts the main job's asv step by the times asv's lines arrived."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "profile_main_job.py"
+
+# (seconds since the job began, line): two builds, two interleaved rounds, a C++ compile in the
+# first round and the Callgrind batch in the last one.
+TIMELINE = [
+    (0.0, "==> [1/5] torch history: one git commit per torch build  (+0 s)\n"),
+    (20.0, "==> [3/5] asv run over 2 of 2 torch build(s)  (+20 s)\n"),
+    (30.0, "· Discovering benchmarks\n"),
+    (40.0, "[ 0.00%] · For torch commit aaaa1111 <torch-2.1.0> (round 1/2):\n"),
+    (45.0, "[ 0.00%] ·· Benchmarking virtualenv-py3.11\n"),
+    (75.0, "[ 1.00%] ··· Setting up measure.walltime.timing:202                          ok\n"),
+    (80.0, "[ 1.00%] ··· Running (instruction_counts.x.time_wall--)....\n"),
+    (80.0, "[25.00%] · For torch commit bbbb2222 <torch-2.2.0> (round 1/2):\n"),
+    (84.0, "[25.00%] ·· Building for virtualenv-py3.11\n"),
+    (86.0, "[25.00%] ·· Benchmarking virtualenv-py3.11\n"),
+    (90.0, "[26.00%] ··· ...x.time_wall           8.74±2μs\n"),
+    (130.0, "[27.00%] ··· Setting up measure.callgrind.metric:45                          ok\n"),
+    (131.0, "[28.00%] ··· ...x.track_instructions           40860.25\n"),
+    (133.0, "==> [4/5] publishing the site  (+113 s)\n"),
+    (135.0, "benchkit main finished in 2.3 min (135 s)\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def profile_script():
+    spec = importlib.util.spec_from_file_location("profile_main_job", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["profile_main_job"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_step_three_is_cut_into_switches_setups_and_running(profile_script) -> None:
+    phases = profile_script.log_phases(TIMELINE)
+    assert phases == {
+        profile_script.LOG_BEFORE: 20.0,
+        profile_script.LOG_SWITCH: 5.0 + 6.0,
+        profile_script.LOG_ROUNDS: 2,
+        "setup_cache: wall-time cases' setup (setup_cache)": 30.0,
+        "setup_cache: Callgrind batch (setup_cache)": 40.0,
+        profile_script.LOG_RUNNING: 5.0 + 4.0 + 3.0,
+    }
+    # every second of step 3 lands in one phase
+    assert sum(v for k, v in phases.items() if k != profile_script.LOG_ROUNDS) == 133.0 - 20.0
+
+
+def test_a_log_without_step_three_has_no_phases(profile_script) -> None:
+    assert profile_script.log_phases(TIMELINE[:1]) == {}
