@@ -16,12 +16,19 @@ calibrating, asv's ``number`` block, the samples, and the whole round until the 
 exited. asv's own bookkeeping per benchmark (sending the result, writing it) is not included;
 `scripts/profile_main_job.py` measures whole main jobs.
 
-    flock /tmp/benchkit-heavy.lock python3 scripts/bench_round_cost.py --cases 60 --markdown FILE
+Then what a round measures, per design, for a few small statements (`NOISE_CASES`) in
+``--processes`` rounds each, the designs alternating: the share of rounds at least 1.3x slower
+than the second-fastest round (the gate leaves those out, docs/verdicts.md) and the spread of the
+rounds within 1.10x of it (what the gate's test sees).
+
+    flock /tmp/benchkit-heavy.lock python3 scripts/bench_round_cost.py --cases 60 --processes 60 \
+        --markdown docs/measurements/round-cost.md
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -29,15 +36,22 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PARTS = ("fork", "prepare", "calibrate", "number block", "samples", "whole round")
+NOISE_CASES = {
+    "Linear": ("y = model(x)", "model = torch.nn.Linear(4, 2)\nx = torch.ones(8, 4)"),
+    "add": ("y = x + x", "x = torch.ones(8, 4)"),
+    "sigmoid": ("y = torch.sigmoid(x)", "x = torch.ones(8, 4)"),
+}
 
 
 def _round(case, block_seconds: float, number_block: bool, samples: int) -> list[float]:
-    """Seconds of each of `PARTS` for one round of `case` in a forked process."""
+    """Seconds of each of `PARTS` for one round of `case` in a forked process, then the median
+    of its samples and their range relative to it."""
     from benchkit.measure.walltime.timing import prepare
 
     read, write = os.pipe()
@@ -53,12 +67,15 @@ def _round(case, block_seconds: float, number_block: bool, samples: int) -> list
         if number_block:
             prepared.run_block(prepared.block_size)
         chosen_at = time.perf_counter()
-        for _ in range(samples):
-            prepared.run_block(prepared.block_size)
+        sample_seconds = [
+            prepared.run_block(prepared.block_size) / prepared.block_size for _ in range(samples)
+        ]
         ended = time.perf_counter()
         parts = [began - forked, prepared_at - began, calibrated_at - prepared_at]
         parts += [chosen_at - calibrated_at, ended - chosen_at]
-        os.write(write, json.dumps(parts).encode())
+        median = statistics.median(sample_seconds)
+        within = (max(sample_seconds) - min(sample_seconds)) / median
+        os.write(write, json.dumps([*parts, median, within]).encode())
         os._exit(0)
     os.close(write)
     message = b""
@@ -66,18 +83,41 @@ def _round(case, block_seconds: float, number_block: bool, samples: int) -> list
         message += chunk
     os.close(read)
     os.waitpid(pid, 0)
-    return [*json.loads(message), time.perf_counter() - forked]
+    *parts, median, within = json.loads(message)
+    return [*parts, time.perf_counter() - forked, median, within]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Case:
+    key: str
+    timer_args: Any
+
+
+def _alternating(cases: list[Any], designs: dict[str, tuple[float, bool]], times: int) -> dict:
+    """`times` rounds of every case per design, the designs' order flipping each time."""
+    from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
+
+    rows: dict[tuple[str, str], list[list[float]]] = {(c.key, d): [] for c in cases for d in designs}
+    for index in range(times):
+        for case in cases:
+            order = list(designs.items())
+            if index % 2:
+                order.reverse()
+            for name, (block_seconds, number_block) in order:
+                rows[case.key, name].append(_round(case, block_seconds, number_block, SAMPLES_PER_ROUND))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=60, help="Python cases of the standard suite")
-    parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--processes", type=int, default=60, help="rounds per design of each noise case")
+    parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
     args = parser.parse_args()
 
     import torch  # imported before forking, as asv's forkserver does
 
-    from benchkit.define.api import Language
+    from benchkit.define.api import Language, TimerArgs
     from benchkit.expand import load_cases
     from benchkit.measure.walltime import timing
 
@@ -92,28 +132,49 @@ def main() -> None:
             False,
         ),
     }
-    rows: dict[str, list[list[float]]] = {name: [] for name in designs}
-    for index, case in enumerate(cases):
-        order = list(designs.items())
-        if index % 2:
-            order.reverse()
-        for name, (block_seconds, number_block) in order:
-            rows[name].append(_round(case, block_seconds, number_block, timing.SAMPLES_PER_ROUND))
+    cost = _alternating(cases, designs, 1)
+    noise_cases = [_Case(name, TimerArgs(stmt, setup=setup)) for name, (stmt, setup) in NOISE_CASES.items()]
+    noise = _alternating(noise_cases, designs, args.processes)
+
     command = "python3 scripts/bench_round_cost.py " + " ".join(sys.argv[1:])
     lines = [
-        "# What one wall-time round costs, part by part",
+        "# What one wall-time round costs, part by part, and what it measures",
         "",
         f"Generated by `{command}` on {dt.date.today()} on this project's 2-core development machine",
-        f"(torch {torch.__version__}): {len(cases)} Python cases of the standard suite, each measured in",
-        f"one forked process per design, {timing.SAMPLES_PER_ROUND} samples, the designs alternating.",
-        "Mean milliseconds per round (asv's own bookkeeping per benchmark not included).",
+        f"(torch {torch.__version__}), each case measured in one forked process per round and design,",
+        f"{timing.SAMPLES_PER_ROUND} samples a round, the designs alternating.",
+        "",
+        f"Cost: {len(cases)} Python cases of the standard suite, one round each per design; mean",
+        "milliseconds per round (asv's own bookkeeping per benchmark not included).",
         "",
         "| design | " + " | ".join(PARTS) + " |",
         "|---|" + "---:|" * len(PARTS),
     ]
-    for name, measured in rows.items():
+    for name in designs:
+        measured = [row for (_, design), found in cost.items() if design == name for row in found]
         means = [statistics.mean(row[i] for row in measured) * 1e3 for i in range(len(PARTS))]
         lines.append(f"| {name} | " + " | ".join(f"{m:.1f}" for m in means) + " |")
+    before, now = designs
+    lines += [
+        "",
+        f"What a round measures: {args.processes} rounds per case and design, each round of one design",
+        "next to one of the other. `within a round`: the median over rounds of the range of a round's",
+        "samples relative to their median (what the block's length can change). `now / before`: the",
+        "median ratio of neighbouring rounds' medians, and the spread of those ratios (half the range",
+        "of their middle 50 %: the machine's drift between neighbouring processes included).",
+        "",
+        "| case | within a round, before | within a round, now | now / before | spread of now / before |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case in noise_cases:
+        old_rows, new_rows = noise[case.key, before], noise[case.key, now]
+        ratios = sorted(n[-2] / o[-2] for o, n in zip(old_rows, new_rows, strict=True))
+        quartiles = statistics.quantiles(ratios, n=4)
+        within = [statistics.median(row[-1] for row in rows) for rows in (old_rows, new_rows)]
+        lines.append(
+            f"| {case.key} | {within[0]:.2%} | {within[1]:.2%} | ×{statistics.median(ratios):.3f} "
+            f"| ±{(quartiles[2] - quartiles[0]) / 2:.1%} |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.markdown:
