@@ -2,6 +2,8 @@
 
     flock /tmp/benchkit-heavy.lock python3 scripts/profile_main_job.py run --ref HEAD --label now
     flock /tmp/benchkit-heavy.lock python3 scripts/profile_main_job.py run --ref OLD --ref NEW --repeat 2
+    flock /tmp/benchkit-heavy.lock python3 scripts/profile_main_job.py run --ref OLD --ref NEW \
+        --twin torch==2.14.1
     python3 scripts/profile_main_job.py table
 
 ``run`` runs the README's main job (`scripts/fresh_main_job.sh`: a fresh clone of REF, its own
@@ -21,8 +23,10 @@ its log and asv's result files into one profile:
   Callgrind batch included, which asv's records keep for the last round only), and running the
   benchmarks (forks, preparation, samples, asv's records).
 
-Several ``--ref`` run alternately (A, B, A, B with ``--repeat 2``), so that the machine's drift
-reaches both alike. Each profile is added to ``docs/measurements/main-job-profile.json``;
+``--twin REQUIREMENT`` then adds that build to the fresh job's history again (``benchkit history add
+--allow-duplicate``) and profiles ``benchkit main`` once more, in the same folder and caches: what
+one more build costs. Several ``--ref`` run alternately (A, B, A, B with ``--repeat 2``), so that
+the machine's drift reaches both alike. Each profile is added to ``docs/measurements/main-job-profile.json``;
 ``table`` (run at the end of ``run``) writes ``docs/measurements/main-job-profile.md`` from it.
 Extra arguments after ``--`` go to ``benchkit main`` (e.g. ``-- -b Linear``).
 """
@@ -178,7 +182,8 @@ def log_phases(timeline: list[tuple[float, str]]) -> dict[str, float]:
             phases[state] += seconds - state_start
             state, state_start = LOG_RUNNING, seconds
         elif (setup := SETUP_LINE.search(text)) and state == LOG_RUNNING:
-            phases[f"setup_cache: {SETUP_CACHES.get(setup.group(1), setup.group(1))}"] += seconds - previous
+            name = SETUP_CACHES.get(setup.group(1), f"setup_cache of {setup.group(1)}")
+            phases[f"{name}, every round"] += seconds - previous
             phases[LOG_RUNNING] -= seconds - previous
         previous = seconds
     return dict(phases)
@@ -217,7 +222,38 @@ def profile_of(
     }
 
 
-def run_once(ref: str, label: str, main_args: list[str], keep: Path | None = None) -> dict[str, Any]:
+def _stamped(command: list[str], env: dict[str, str], cwd: Path) -> tuple[list[tuple[float, str]], int]:
+    """Run `command`; each line of its output (stdout and stderr) with the seconds it arrived."""
+    started = time.monotonic()
+    timeline: list[tuple[float, str]] = []
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as job:
+        assert job.stdout is not None
+        for line in job.stdout:
+            timeline.append((time.monotonic() - started, line))
+    return timeline, job.returncode
+
+
+def _profile_of_run(
+    label: str, commit: str, main_args: list[str], timeline: list[tuple[float, str]], results: Path,
+    began: float, log_path: Path,
+) -> dict[str, Any]:  # fmt: skip
+    log = "".join(line for _, line in timeline)
+    log_path.write_text("".join(f"[{seconds:8.1f}] {line}" for seconds, line in timeline))
+    try:
+        return profile_of(label, commit, main_args, log, results, began, timeline)
+    except SystemExit:
+        sys.stderr.write(log[-4000:])
+        raise
+
+
+def run_once(
+    ref: str, label: str, main_args: list[str], keep: Path | None = None, twin: str | None = None
+) -> list[dict[str, Any]]:
+    """The main job from a fresh clone of `ref`; with `twin` (a requirement such as
+    ``torch==2.14.1``), then that build added to its history again and the job run once more:
+    the cost of one more build."""
     commit = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "rev-parse", ref], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -231,25 +267,32 @@ def run_once(ref: str, label: str, main_args: list[str], keep: Path | None = Non
         env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_")}
         env["BENCHKIT_FRESH_DIR"] = str(work)
         print(f"profile: {label} = {ref} ({commit[:10]}): the main job from a fresh clone ...", flush=True)
-        began, started = time.time(), time.monotonic()
-        timeline: list[tuple[float, str]] = []  # when each line of the job's output arrived
-        with subprocess.Popen(
-            ["bash", str(source / "scripts" / "fresh_main_job.sh"), *main_args],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        ) as job:  # fmt: skip
-            assert job.stdout is not None
-            for line in job.stdout:
-                timeline.append((time.monotonic() - started, line))
-        log = "".join(line for _, line in timeline)
-        log_path = (keep or Path(tmp)) / "main.log"
-        log_path.write_text("".join(f"[{seconds:8.1f}] {line}" for seconds, line in timeline))
-        try:
-            return profile_of(
-                label, commit, main_args, log, work / "benchkit" / ".asv" / "results", began, timeline
-            )
-        except SystemExit:
-            sys.stderr.write(log[-4000:])
-            raise
+        began = time.time()
+        timeline, _ = _stamped(
+            ["bash", str(source / "scripts" / "fresh_main_job.sh"), *main_args], env, source
+        )
+        results = work / "benchkit" / ".asv" / "results"
+        profiles = [_profile_of_run(label, commit, main_args, timeline, results, began, work / "main.log")]
+        if twin is None:
+            return profiles
+        # the fresh job's own environment and caches (scripts/fresh_main_job.sh)
+        env.update(
+            HOME=str(work / "home"),
+            BENCHKIT_CACHE_DIR=str(work / "cache"),
+            TORCHINDUCTOR_CACHE_DIR=str(work / "inductor"),
+            PATH=f"{work / 'venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        )
+        env.pop("BENCHKIT_FRESH_DIR")
+        env.pop("PYTHONPATH", None)
+        add = ["benchkit", "history", "add", twin, "--allow-duplicate", "--note", "profile: a twin"]
+        subprocess.run(add, cwd=work / "benchkit", env=env, check=True)
+        print(f"profile: {label}: {twin} added again; the main job once more ...", flush=True)
+        began = time.time()
+        timeline, status = _stamped(["benchkit", "main", *main_args], env, work / "benchkit")
+        twin_label = f"{label}: a third build ({twin} again) added"
+        profile = _profile_of_run(twin_label, commit, main_args, timeline, results, began, work / "twin.log")
+        profile["steps"]["exit status"] = float(status)  # no install.sh around this job
+        return [*profiles, profile]
 
 
 def _load() -> list[dict[str, Any]]:
@@ -349,6 +392,11 @@ def main() -> int:
     run.add_argument(
         "--keep", type=Path, help="work in this folder and keep it (clone, venv, results, html/)"
     )
+    run.add_argument(
+        "--twin",
+        metavar="REQUIREMENT",
+        help="then add this build (e.g. torch==2.14.1) to the job's history again, and profile the job again",
+    )
     read = sub.add_parser("read", help="add the profile of a main job run by hand: its log and results")
     read.add_argument("--log", type=Path, required=True, help="the job's output (stdout and stderr)")
     read.add_argument("--results", type=Path, required=True, help="the asv results folder it wrote into")
@@ -365,11 +413,12 @@ def main() -> int:
             parser.error("give one --label per --ref")
         for _ in range(args.repeat):
             for ref, label in zip(args.ref, labels, strict=True):
-                profile = run_once(ref, label, main_args, args.keep)
-                profiles = [*_load(), profile]
-                PROFILES.write_text(json.dumps(profiles, indent=1) + "\n")
-                TABLE.write_text(table(profiles))
-                print(f"profile: {label}: {profile['steps']['total (install included)']:.0f} s", flush=True)
+                for profile in run_once(ref, label, main_args, args.keep, args.twin):
+                    profiles = [*_load(), profile]
+                    PROFILES.write_text(json.dumps(profiles, indent=1) + "\n")
+                    TABLE.write_text(table(profiles))
+                    total = profile["steps"]["total (install included)"]
+                    print(f"profile: {profile['label']}: {total:.0f} s", flush=True)
     if args.command == "read":
         profile = profile_of(args.label, args.commit, [], args.log.read_text(), args.results, args.since)
         profile["steps"]["exit status"] = float(args.exit_status)

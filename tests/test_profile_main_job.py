@@ -47,8 +47,8 @@ def test_step_three_is_cut_into_switches_setups_and_running(profile_script) -> N
         profile_script.LOG_BEFORE: 20.0,
         profile_script.LOG_SWITCH: 5.0 + 6.0,
         profile_script.LOG_ROUNDS: 2,
-        "setup_cache: wall-time cases' setup (setup_cache)": 30.0,
-        "setup_cache: Callgrind batch (setup_cache)": 40.0,
+        "wall-time cases' setup (setup_cache), every round": 30.0,
+        "Callgrind batch (setup_cache), every round": 40.0,
         profile_script.LOG_RUNNING: 5.0 + 4.0 + 3.0,
     }
     # every second of step 3 lands in one phase
