@@ -14,8 +14,8 @@ from pathlib import Path
 from benchkit.errors import UserError
 from benchkit.history.builds import build_step
 from benchkit.history.builds.build_step import execute_plan, plan_build
-from benchkit.history.builds.install import install_wheel
-from benchkit.history.builds.wheels import remove_torch, verify_installed
+from benchkit.history.builds.install import install_wheel, remove_torch
+from benchkit.history.builds.wheels import verify_installed
 from benchkit.history.lock import check_asv_step
 from benchkit.util import atomic_write_json
 
@@ -36,7 +36,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.add_argument("--build-dir", type=Path, required=True)
         p.add_argument("--cache-dir", type=Path, required=True)
         p.add_argument("--commit", required=True)
-    install = sub.add_parser("install", help="install this wheel (hard links to its unpacked copy)")
+    install = sub.add_parser("install", help="install this wheel (a .pth line naming its unpacked copy)")
     install.add_argument("--wheel", type=Path, required=True)
     verify = sub.add_parser("verify", help="check the installed torch is exactly this wheel")
     verify.add_argument("--wheel", type=Path, required=True)

@@ -191,6 +191,16 @@ def _site_packages() -> list[Path]:
     return sorted({Path(paths["purelib"]), Path(paths["platlib"])})
 
 
+def _imported_from() -> list[Path]:
+    """The folder ``import torch`` would load torch from here (found, not imported), if any."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return _site_packages()
+    return [Path(spec.origin).resolve().parent.parent]
+
+
 def dist_info_member(wheel: zipfile.ZipFile, name: str) -> str | None:
     """The archive path of ``<dist>.dist-info/<name>`` (e.g. ``RECORD``, ``METADATA``), if present."""
     return next((n for n in wheel.namelist() if n.endswith(f".dist-info/{name}")), None)
@@ -213,10 +223,11 @@ def verify_installed(wheel_path: Path, site_dirs: Sequence[Path] | None = None) 
     """Check that the torch on sys.path is exactly `wheel_path`'s Python code.
 
     Compares every ``torch/**.py`` file the wheel's RECORD lists with the
-    installed file, so a half-replaced install of an older commit cannot be
-    measured by mistake. Returns the number of files checked.
+    installed file, in the folder ``import torch`` finds first (or `site_dirs`), so
+    a half-replaced install, or a torch installed elsewhere that shadows this one,
+    cannot be measured by mistake. Returns the number of files checked.
     """
-    site_dirs = list(site_dirs) if site_dirs is not None else _site_packages()
+    site_dirs = list(site_dirs) if site_dirs is not None else _imported_from()
     root = next((d for d in site_dirs if (d / "torch" / "version.py").is_file()), None)
     if root is None:
         raise UserError(
@@ -240,40 +251,6 @@ def verify_installed(wheel_path: Path, site_dirs: Sequence[Path] | None = None) 
         )
         raise UserError(f"installed torch in {root} differs from {wheel_path.name}: {shown}")
     return len(hashes)
-
-
-def _unlink_recorded(site: Path) -> bool:
-    """Remove an installed torch file by file from its RECORD, as `pip uninstall` would, without
-    pip's start-up and checks (a second per asv round). Only for an install whose every file
-    lies inside `site` (benchkit's linked installs); False leaves the job to pip."""
-    infos = list(site.glob("torch-*.dist-info"))
-    if len(infos) != 1 or not (infos[0] / "RECORD").is_file():
-        return False
-    rows = [row for row in csv.reader(io.StringIO((infos[0] / "RECORD").read_text())) if row]
-    if not rows or any(row[0].startswith(("/", "..")) for row in rows):
-        return False
-    folders: set[tuple[str, ...]] = set()
-    for row in rows:
-        (site / row[0]).unlink(missing_ok=True)
-        parts = tuple(row[0].split("/"))
-        folders.update(parts[:i] for i in range(1, len(parts)))
-    for parts in sorted(folders, key=len, reverse=True):
-        folder = site.joinpath(*parts)
-        shutil.rmtree(folder / "__pycache__", ignore_errors=True)
-        with contextlib.suppress(OSError):
-            folder.rmdir()  # only when empty: another package's files stay
-    return True
-
-
-def remove_torch(python: str = sys.executable) -> None:
-    """Uninstall torch and remove whatever was left behind (caches, stray files)."""
-    if not all(_unlink_recorded(site) for site in _site_packages() if any(site.glob("torch-*.dist-info"))):
-        subprocess.run([python, "-m", "pip", "uninstall", "-y", "torch"], stdout=subprocess.DEVNULL)
-    for site in _site_packages():
-        for leftover in [site / "torch", *site.glob("torch-*.dist-info")]:
-            if leftover.exists():
-                _log(f"removing leftover {leftover}")
-                shutil.rmtree(leftover, ignore_errors=True)
 
 
 # ------------------------------------------------------------- patched wheels
