@@ -99,7 +99,9 @@ def setup_cache(
 
 
 ASV_PROCESSES = 3
-ASV_ROUNDS_PER_PROCESS = 12
+# Six rounds repeat as well as twelve did (the per-operator spread over runs is the same) and
+# save a third of a warm build's operator time: docs/measurements/operator-rounds.md.
+ASV_ROUNDS_PER_PROCESS = 6
 # CUDA: operatorbench's median of repeats per process; two processes, because one
 # process's kernels and buffers are placed once for its lifetime there too.
 ASV_CUDA_PROCESSES = 2
