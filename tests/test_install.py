@@ -124,3 +124,23 @@ def test_extras_are_satisfied_by_what_their_requirements_find(
     assert missing_requirements(["fakepkg[fast]>=1"]) == []
     assert missing_requirements(["fakepkg[fast,slow]"]) == ["fakepkg[fast,slow]"]
     assert missing_requirements(["fakepkg[fast]>=2"]) == ["fakepkg[fast]>=2"]
+
+
+def test_pruning_keeps_the_newest_trees_and_any_used_lately(tmp_path: Path) -> None:
+    """An environment may still point at a tree: only old trees beyond the newest few go."""
+    from benchkit.history.builds import install
+
+    trees = tmp_path / "trees"
+    now = time.time()
+    hours = {"kept": 0, "h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "day3": 72, "day4": 96}
+    for name, age in hours.items():
+        (trees / name).mkdir(parents=True)
+        os.utime(trees / name, (now - age * 3600, now - age * 3600))
+    assert install.TREES_KEPT < 6 and install.TREE_GRACE_SECONDS == 6 * 3600
+    install._prune(trees, keep=trees / "kept")
+    # more than TREES_KEPT trees are recent: all of them stay, the old ones go
+    assert sorted(p.name for p in trees.iterdir()) == ["h1", "h2", "h3", "h4", "h5", "kept"]
+    for name in ("h1", "h2", "h3", "h4", "h5"):
+        os.utime(trees / name, (now - 86400, now - 86400))
+    install._prune(trees, keep=trees / "kept")
+    assert len(list(trees.iterdir())) == install.TREES_KEPT  # now the count alone decides
