@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchkit.errors import UserError
-from benchkit.history.builds.wheels import dist_info_member
+from benchkit.history.builds.wheels import dist_info_member, site_folders
 from benchkit.util import cache_dir, content_key
 
 # Unpacked trees kept (an unpacked torch build is large): the builds of one run and a few more,
@@ -114,11 +114,6 @@ def point_at(tree: Path, site: Path) -> None:
     scratch = pointer.with_name(f".{POINTER_FILE}.{os.getpid()}")
     scratch.write_text(f"{tree}\n")
     os.replace(scratch, pointer)
-
-
-def site_folders() -> list[Path]:
-    paths = sysconfig.get_paths()
-    return sorted({Path(paths["purelib"]), Path(paths["platlib"])})
 
 
 def _unlink_recorded(site: Path) -> bool:

@@ -186,7 +186,8 @@ def download_requirement(requirement: str, dest: Path, python: str = sys.executa
     return new[0]
 
 
-def _site_packages() -> list[Path]:
+def site_folders() -> list[Path]:
+    """This interpreter's site-packages folders (pure and platform-specific, once each)."""
     paths = sysconfig.get_paths()
     return sorted({Path(paths["purelib"]), Path(paths["platlib"])})
 
@@ -197,7 +198,7 @@ def _imported_from() -> list[Path]:
 
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.origin:
-        return _site_packages()
+        return site_folders()
     return [Path(spec.origin).resolve().parent.parent]
 
 
