@@ -112,9 +112,12 @@ def test_only_asvs_forkserver_pays_for_importing_torch_with_the_suite() -> None:
 
 
 def test_the_callgrind_header_is_the_one_torch_ships() -> None:
+    """Shards include it through torch's include folder (``<../HEADER>``): no path in their source."""
     import torch.utils.benchmark.utils.valgrind_wrapper as wrapper
+    from torch.utils import cpp_extension
 
-    from benchkit.measure.cpp.shards import callgrind_header
+    from benchkit.measure.cpp.shards import CALLGRIND_HEADER
 
-    assert callgrind_header() == Path(wrapper.__file__).resolve().parent / "callgrind.h"
-    assert callgrind_header().is_file()
+    include = Path(cpp_extension.include_paths()[0])
+    assert (include / ".." / CALLGRIND_HEADER).resolve() == Path(wrapper.__file__).resolve().parent / "callgrind.h"
+    assert (include / ".." / CALLGRIND_HEADER).is_file()

@@ -157,12 +157,20 @@ def _has_cpp_side(bench: GroupedBenchmark) -> bool:
     return bench.cpp_fwd_stmt is not None or bool(bench.setup.cpp_setup.strip())
 
 
+# Changed whenever `ensure_artifact` writes other bytes for the same model and torch build,
+# so that no cache serves an artifact written the older way.
+TORCHSCRIPT_ARTIFACT_FORMAT = (
+    "scripted with fixed seeds, saved in memory, without debug records, id from the records"
+)
+
+
 def torchscript_artifact(model_source: str) -> TorchScriptModel:
     """Where the scripted form of `model_source` lives, per torch build (built when a case
     needs it, by `benchkit.measure.cpp.torchscript.ensure_artifact`)."""
     source = f"import torch\n{model_source}\njit_model = torch.jit.script(model)\n"
     directory = cache_dir("torchscript", torch_build_id())
-    return TorchScriptModel(source=source, path=str(directory / f"{content_key(source)}.pt"))
+    name = content_key(TORCHSCRIPT_ARTIFACT_FORMAT, source)
+    return TorchScriptModel(source=source, path=str(directory / f"{name}.pt"))
 
 
 def _expand(label: Label, bench: GroupedBenchmark) -> list[Case]:

@@ -215,41 +215,43 @@ def _prepare_cases(batch: Batch, queue_cases: Callable[[list[int]], None]) -> No
     compile, then the C++ cases."""
     from benchkit.define.api import Language
     from benchkit.measure.cpp.shards import build_all, is_built
+    from benchkit.measure.cpp.torchscript import ensure_artifacts
 
     (batch.root / "cases").mkdir(parents=True, exist_ok=True)
+    # All missing TorchScript artifacts in one scripting process.
+    models = [case.timer_args.torchscript for case in batch.cases]
+    unavailable = ensure_artifacts([model for model in models if model is not None])
     cpp = [case.timer_args for case in batch.cases if case.timer_args.language is Language.CPP]
     shards = batch.cpp_suite.shards_holding(cpp)
     is_cpp = [case.timer_args.language is Language.CPP for case in batch.cases]
     to_compile = [i for i, cpp in enumerate(is_cpp) if cpp] if not all(map(is_built, shards)) else []
     first = sorted(set(range(len(batch.cases))) - set(to_compile))
     for index in first:
-        _write_spec(batch, index, {})
+        _write_spec(batch, index, {}, unavailable)
     queue_cases(first)
     if to_compile:
         began = time.monotonic()
         compile_errors = build_all(shards, progress=batch.progress)
         batch.cpp_compile_seconds = time.monotonic() - began
         for index in to_compile:
-            _write_spec(batch, index, compile_errors)
+            _write_spec(batch, index, compile_errors, unavailable)
         queue_cases(to_compile)
 
 
-def _write_spec(batch: Batch, index: int, compile_errors: Mapping[str, str]) -> None:
-    """One case's spec file (its TorchScript artifact built first), or its preset outcome
-    (skipped, or failed to compile) and a None spec."""
+def _write_spec(
+    batch: Batch, index: int, compile_errors: Mapping[str, str], unavailable: Mapping[str, str]
+) -> None:
+    """One case's spec file, or its preset outcome (skipped: its TorchScript artifact is
+    `unavailable`, or failed to compile) and a None spec."""
     from benchkit.define.api import Language
     from benchkit.measure.cpp.shards import Snippet
-    from benchkit.measure.cpp.torchscript import TorchScriptUnavailable, ensure_artifact
 
     case, preset, specs = batch.cases[index], batch.preset, batch.specs
     args = case.timer_args
     specs[index] = None
-    if args.torchscript is not None:
-        try:
-            ensure_artifact(args.torchscript)
-        except TorchScriptUnavailable as e:
-            preset[index] = CaseCount(case.key, "skipped", error=str(e))
-            return
+    if args.torchscript is not None and args.torchscript.path in unavailable:
+        preset[index] = CaseCount(case.key, "skipped", error=unavailable[args.torchscript.path])
+        return
     # Only what the child needs: equal cases get byte-identical specs (and counts).
     spec: dict[str, Any] = {
         "language": args.language.name,

@@ -38,8 +38,7 @@ from typing import Any
 
 from benchkit import settings
 from benchkit.define.api import Language, TimerArgs
-from benchkit.errors import UserError
-from benchkit.measure.callgrind.place import counted_artifact
+from benchkit.measure.callgrind.place import TORCHSCRIPT
 from benchkit.measure.cpp.pch import (
     PchFailed,
     build_precompiled_header,
@@ -47,7 +46,7 @@ from benchkit.measure.cpp.pch import (
     pch_header,
     worth_precompiling,
 )
-from benchkit.util import cache_dir, content_key, file_lock, torch_build_id, torch_package_dir
+from benchkit.util import cache_dir, content_key, file_lock, torch_build_id
 
 # Each translation unit pays for torch's headers (less with a precompiled header)
 # however few functions it holds, and little per snippet on top: so few, large
@@ -108,28 +107,29 @@ void {name}(int64_t warmup, int64_t repeats, int64_t single_execution_repeats,
 }}
 """
 
-_PRELUDE = """\
+# Nothing in a shard's source depends on where torch, the checkout or the cache are: the
+# source names the shard, and a shard named by a path would move its cases' instruction
+# counts from one place to the next. Callgrind's client-request header (torch ships it;
+# torch.utils.benchmark uses it) is found through torch's include folder, and a TorchScript
+# artifact by its file name in a folder the process sets (`set_artifact_dir`): the cache's
+# for timing, the Callgrind worker's place-relative folder by default.
+CALLGRIND_HEADER = "utils/benchmark/utils/valgrind_wrapper/callgrind.h"
+_PRELUDE = f"""\
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <torch/extension.h>
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
-#include "{callgrind_h}"
+#include <../{CALLGRIND_HEADER}>
+
+static std::string benchkit_artifact_dir = "{TORCHSCRIPT}";
+static std::string benchkit_artifact(const std::string& name) {{
+  return benchkit_artifact_dir + "/" + name;
+}}
 """
-
-
-def callgrind_header() -> Path:
-    """Callgrind's client-request header, as shipped with torch (torch.utils.benchmark uses it).
-
-    Found without importing anything: every shard's name is derived from its source, so
-    every benchmark process and every ``setup_cache`` asks for it, and importing
-    ``torch.utils.benchmark`` for it would cost time in every process (and import torch
-    itself where it is not imported)."""
-    package = torch_package_dir()
-    if package is None:
-        raise UserError("torch is not installed: C++ cases need its headers")
-    return package.resolve() / "utils" / "benchmark" / "utils" / "valgrind_wrapper" / "callgrind.h"
+_SET_ARTIFACT_DIR = "set_artifact_dir"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,18 +140,16 @@ class Snippet:
     setup: str
     global_setup: str
     num_threads: int
-    # The counting function's setup: a TorchScript artifact is loaded by its path
-    # relative to the Callgrind worker's place (the same everywhere), not the cache's.
-    count_setup: str | None = None
 
     @classmethod
     def of(cls, args: TimerArgs) -> Snippet:
         if args.language is not Language.CPP:
             raise ValueError("only C++ cases are compiled")
-        count_setup = None
+        setup = args.setup
         if args.torchscript is not None:
-            count_setup = args.setup.replace(args.torchscript.path, counted_artifact(args.torchscript.path))
-        return cls(args.stmt, args.setup, args.global_setup, args.num_threads, count_setup)
+            path = args.torchscript.path
+            setup = setup.replace(f'"{path}"', f'benchkit_artifact("{Path(path).name}")')
+        return cls(args.stmt, setup, args.global_setup, args.num_threads)
 
     @property
     def key(self) -> str:
@@ -181,15 +179,18 @@ class Shard:
         bodies, exports = [], []
         for s in self.snippets:
             parts = {"threads": s.num_threads, "stmt": textwrap.indent(s.stmt, "    ")}
-            for template, name, setup in (
-                (_TIMEIT_FUNCTION, s.function_name, s.setup),
-                (_COUNT_FUNCTION, s.count_function_name, s.count_setup or s.setup),
+            for template, name in (
+                (_TIMEIT_FUNCTION, s.function_name),
+                (_COUNT_FUNCTION, s.count_function_name),
             ):
-                bodies.append(template.format(name=name, setup=textwrap.indent(setup, "  "), **parts))
+                bodies.append(template.format(name=name, setup=textwrap.indent(s.setup, "  "), **parts))
                 exports.append(f'  m.def("{name}", &{name});')
+        exports.append(
+            f'  m.def("{_SET_ARTIFACT_DIR}", [](const std::string& d) {{ benchkit_artifact_dir = d; }});'
+        )
         exported = "\n".join(exports)
         return (
-            f"{_PRELUDE.format(callgrind_h=callgrind_header())}\n// global setup\n{self.global_setup}\n"
+            f"{_PRELUDE}\n// global setup\n{self.global_setup}\n"
             + "\n".join(bodies)
             + f"\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{exported}\n}}\n"
         )
@@ -409,4 +410,6 @@ class CppSuite:
 
     def timeit_function(self, args: TimerArgs) -> Callable[[int], float]:
         module: Any = load(self.shard_for(args))
+        if args.torchscript is not None:  # the artifacts of one torch build share a folder
+            getattr(module, _SET_ARTIFACT_DIR)(str(Path(args.torchscript.path).parent))
         return getattr(module, Snippet.of(args).function_name)
