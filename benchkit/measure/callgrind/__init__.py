@@ -40,6 +40,9 @@ a count and what holds it still:
   working directory, HOME): the template runs in a fixed-name folder under
   fixed names for its code, Python, torch and files, with a fixed environment
   and command line, whatever the caller's (`place`);
+* what the case loads: TorchScript artifacts and C++ shards are the same bytes
+  wherever and whenever they were made (no paths, dates, random ids or unseeded
+  parameters in them: `benchkit.measure.cpp.torchscript`, `benchkit.measure.cpp.shards`);
 * address-space layout: ASLR off (``setarch -R``) where the kernel allows;
 * what ran before: each case is forked from the same template state; the
   template's fork loop does identical work per case (fixed-width protocol and
