@@ -21,10 +21,11 @@ import gc
 import itertools
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from benchkit import settings
-from benchkit.define.api import Language, TimerArgs
+from benchkit.define.api import Language, TimerArgs, TorchScriptModel
 from benchkit.measure.stmt_loop import compile_statement_loop
 from benchkit.names import CASES_MODULE, Metric
 
@@ -206,6 +207,9 @@ class WallTimeMetric:
         key_of_class: dict[str, str] = {}  # C++ case's asv class -> snippet key, filled by make_method
         self._key_of_class = key_of_class
         self._module = module
+        # Every case's TorchScript model, filled by make_method: the first case that finds its
+        # artifact missing builds them all, in one scripting process for the whole suite.
+        self._torchscript_models: list[TorchScriptModel] = []
 
         def compile_cpp_cases() -> dict[str, Any]:
             from benchkit.measure import selection as asv_selection
@@ -226,9 +230,16 @@ class WallTimeMetric:
         args, label = case.timer_args, case.key
         state: dict[str, PreparedCase] = {}
 
+        if args.torchscript is not None:
+            self._torchscript_models.append(args.torchscript)
+
         def run_one_block(cpp_layout: list[str] | None = None) -> None:
             prepared = state.get("case")
             if prepared is None:
+                if args.torchscript is not None and not Path(args.torchscript.path).exists():
+                    from benchkit.measure.cpp.torchscript import ensure_artifacts
+
+                    ensure_artifacts(self._torchscript_models)  # errors: `prepare` skips the case
                 try:
                     cpp_suite = self.cpp_suite.for_keys(cpp_layout) if args.language is Language.CPP else None
                     prepared = prepare(args, label, cpp_suite)

@@ -139,6 +139,11 @@ def run_cases(
     on_done: Callable[[Outcome, int, int], None] | None = None,
 ) -> list[Outcome]:
     """Measure all cases, `jobs` at a time, each pinned to its own cores."""
+    from benchkit.measure.cpp.torchscript import ensure_artifacts
+
+    # Missing TorchScript artifacts in one scripting process; a case whose model does not
+    # script is skipped by its worker, with torch's reason.
+    ensure_artifacts([args.torchscript for _, args in cases if args.torchscript is not None])
     allocator = CoreAllocator()
     jobs = min(jobs or allocator.total, allocator.total)
     outcomes: dict[str, Outcome] = {}
