@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchkit.define.api import Language, TimerArgs
+from benchkit.errors import UserError
 from benchkit.measure.callgrind import durations
 from benchkit.measure.cpp import pch
 from benchkit.measure.cpp import shards as cpp_batch
@@ -41,7 +42,7 @@ def test_a_compile_over_its_time_limit_is_stopped_and_leaves_no_library(monkeypa
     assert not cpp_batch.is_built(shard)
     assert not list(cpp_batch._build_dir(shard).glob("build-*")), "the scratch folder was left behind"
     monkeypatch.setenv("BENCHKIT_COMPILE_TIMEOUT", "soon")
-    with pytest.raises(cpp_batch.UserError, match="BENCHKIT_COMPILE_TIMEOUT='soon' is not a number"):
+    with pytest.raises(UserError, match="BENCHKIT_COMPILE_TIMEOUT='soon' is not a number"):
         cpp_batch.build(shard)
 
 
