@@ -75,6 +75,11 @@ _HASH_SEED = "0"
 _CHILD_TIMEOUT_SECONDS = 600
 
 
+# Models this process found unscriptable, by path, with the reason: asked again (wall time
+# builds the suite's artifacts, then prepares one case), they fail without another child.
+_UNAVAILABLE: dict[str, str] = {}
+
+
 class TorchScriptUnavailable(RuntimeError):
     """torch.jit cannot script or save this model in the installed torch."""
 
@@ -94,9 +99,11 @@ def ensure_artifacts(models: Sequence[TorchScriptModel]) -> dict[str, str]:
     Concurrent builders are harmless: each writes private temporary files and
     renames them into place, so a reader never sees a partial artifact.
     """
-    missing = list({model.path: model for model in models if not Path(model.path).exists()}.values())
+    known = {model.path: _UNAVAILABLE[model.path] for model in models if model.path in _UNAVAILABLE}
+    todo = {model.path: model for model in models if model.path not in known}
+    missing = [model for model in todo.values() if not Path(model.path).exists()]
     if not missing:
-        return {}
+        return known
     jobs, written = [], {}
     for model in missing:
         path = Path(model.path)
@@ -117,7 +124,9 @@ def ensure_artifacts(models: Sequence[TorchScriptModel]) -> dict[str, str]:
             except (OSError, zipfile.BadZipFile) as e:
                 errors[model.path] = f"the saved archive could not be read: {e}"
         saved.unlink(missing_ok=True)
-    return {path: f"torch.jit could not script the model: {error}" for path, error in errors.items()}
+    for path, error in errors.items():
+        _UNAVAILABLE[path] = f"torch.jit could not script the model: {error}"
+    return {**known, **{path: _UNAVAILABLE[path] for path in errors}}
 
 
 def _run_scripting_child(jobs: list[str], paths: list[str]) -> dict[str, str]:
