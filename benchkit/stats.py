@@ -117,7 +117,9 @@ def median_shift_p(values: Sequence[float]) -> float:
 # test of the whole mixture (a mean, a median, a trimmed mean) carries the bursts' spread and
 # sees only changes of their size. The rounds test compares the builds' fast levels instead: the
 # rounds of both sides within FAST_BAND of the second-fastest round of the two together (the
-# second, so that one freak fast round does not narrow the band), compared with Welch's t-test.
+# second, so that one freak fast round does not narrow the band), then the rounds within
+# FAST_BAND above the median of those (so that a side a few percent slower keeps its whole fast
+# cluster, not its luckier half), compared with Welch's t-test.
 # The band is chosen from both sides alike, without looking at which build a round came from, so
 # for identical builds which side a kept round belongs to is a coin flip and the test's false
 # alarms stay at its alpha, however wide the rounds spread (a band chosen per side would not be:
@@ -165,11 +167,17 @@ def _separate_cluster(values: Sequence[float]) -> list[float] | None:
     return kept
 
 
+def _below(before: Sequence[float], after: Sequence[float], top: float) -> tuple[list[float], list[float]]:
+    return sorted(v for v in before if v <= top), sorted(v for v in after if v <= top)
+
+
 def fast_rounds(before: Sequence[float], after: Sequence[float]) -> tuple[list[float], list[float]]:
     """Each side's rounds (log values) at the fast level, ([], []) when no rule finds
     `MIN_FAST_ROUNDS` a side:
 
-    * the rounds within `FAST_BAND` of the second-fastest round of both sides together;
+    * the rounds within `FAST_BAND` above the median of those within `FAST_BAND` of the
+      second-fastest round of both sides together (the band is chosen from both sides'
+      rounds alike, without looking at which side a round came from);
     * where a side has too few there, a change larger than the band: each side's own cluster
       of fast rounds, where both sides have one set apart from their slower rounds, and the
       two clusters lie more than the band apart;
@@ -180,12 +188,15 @@ def fast_rounds(before: Sequence[float], after: Sequence[float]) -> tuple[list[f
     reference, band = pooled[1], FAST_BAND
     own = _separate_cluster(before), _separate_cluster(after)
     while True:
-        kept = (
-            sorted(v for v in before if v <= reference + band),
-            sorted(v for v in after if v <= reference + band),
-        )
+        kept = _below(before, after, reference + band)
         if min(len(kept[0]), len(kept[1])) >= MIN_FAST_ROUNDS:
-            return kept
+            if band > FAST_BAND:
+                return kept
+            # The band again from the kept rounds' median: from the second-fastest it ends
+            # about the rounds' spread above the faster side's level, and cuts off the upper
+            # half of a side that is a few percent slower (its change then looks smaller).
+            # The median lies above the second-fastest, so no side loses a round.
+            return _below(before, after, statistics.median([*kept[0], *kept[1]]) + band)
         if band == FAST_BAND and own[0] is not None and own[1] is not None:
             if abs(statistics.fmean(own[1]) - statistics.fmean(own[0])) > FAST_BAND:
                 return own[0], own[1]
