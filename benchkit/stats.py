@@ -109,7 +109,9 @@ def median_shift_p(values: Sequence[float]) -> float:
 # (its own memory layout, and minutes apart from the other rounds), and its samples agree
 # more closely than the rounds of one build do (docs/verdicts.md;
 # `scripts/bench_verdicts.py` measures both). So a wall-time comparison treats each round as
-# one observation, the median of its samples.
+# one observation: its fastest sample. Within a process, what moves a sample is the machine
+# (another tenant, an interrupt), and that only ever adds time; the fastest of a round's samples
+# spreads less between rounds than their median (scripts/bench_wall_noise.py measures both).
 #
 # On a shared machine (a virtual machine whose cores another tenant uses in bursts of seconds) a
 # round that falls into a burst runs 1.3-2x slower, samples and all, and a fifth to a half of a
@@ -135,17 +137,15 @@ MIN_FAST_ROUNDS = 3  # per side, kept in the band: Welch's variance needs a few
 
 
 def round_values(samples: Sequence[float] | None, per_round: int | None) -> list[float] | None:
-    """Log of the median sample of each round; None when the list cannot be cut into rounds.
+    """Log of the fastest sample of each round; None when the list cannot be cut into rounds.
 
     asv records a benchmark's rounds one after the other (``--record-samples``); with a
     fixed repeat count each round holds exactly `per_round` samples.
     """
-    import statistics
-
     logs = log_samples(samples)
     if not per_round or per_round < 1 or not logs or len(logs) % per_round:
         return None
-    return [statistics.median(logs[i : i + per_round]) for i in range(0, len(logs), per_round)]
+    return [min(logs[i : i + per_round]) for i in range(0, len(logs), per_round)]
 
 
 def _own_band(values: Sequence[float]) -> tuple[list[float], float]:

@@ -48,7 +48,18 @@ CASES = {  # the first is the one the process measurement prepares again and aga
     "python loop": ("y = sum(r)", "r = list(range(256))"),
 }
 SLOW = 1.3  # a block or process this many times its case's fast level is in a slow stretch
-SAMPLES = 3
+SAMPLES = 3  # a `time_wall` round's samples (`SAMPLES_PER_ROUND`)
+MOST_SAMPLES = 7
+ROUND_DESIGNS = {  # a round's value: (samples, statistic of them)
+    "3 samples, their median": (3, statistics.median),
+    "3 samples, the fastest": (3, min),
+    "7 samples, their median": (7, statistics.median),
+    "7 samples, the fastest": (7, min),
+}
+PREPARATION_DESIGNS = {  # a round's value from one sample of each of SAMPLES preparations
+    f"{SAMPLES} preparations, a sample each, their median": statistics.median,
+    f"{SAMPLES} preparations, a sample each, the fastest": min,
+}
 
 
 def _prepared(name: str) -> Any:
@@ -104,20 +115,30 @@ def over_time(seconds: float) -> dict[str, Any]:
     }
 
 
-def _one_process(instances: int) -> list[float]:
-    """In a forked child: the first case prepared `instances` times, the median of 3 samples of
-    each (seconds per execution)."""
+def _one_process(instances: int) -> dict[str, Any]:
+    """In a forked child: the first case prepared `instances` times. The first preparation
+    takes `MOST_SAMPLES` samples (seconds per execution), the others `SAMPLES` each (their
+    median); with the seconds from the fork until the first preparation was calibrated."""
     read, write = os.pipe()
+    forked = time.perf_counter()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
-            prepared = [_prepared(next(iter(CASES))) for _ in range(instances)]
-            medians = []
-            for case in prepared:
-                samples = [case.run_block(case.block_size) / case.block_size for _ in range(SAMPLES)]
-                medians.append(statistics.median(samples))
-            os.write(write, json.dumps(medians).encode())
+            first = _prepared(next(iter(CASES)))
+            ready = time.perf_counter() - forked
+            others = [_prepared(next(iter(CASES))) for _ in range(instances - 1)]
+
+            def samples(case: Any, count: int) -> list[float]:
+                return [case.run_block(case.block_size) / case.block_size for _ in range(count)]
+
+            row = {
+                "ready": ready,
+                "block": _block_seconds(first),
+                "first": samples(first, MOST_SAMPLES),
+                "others": [samples(case, SAMPLES) for case in others],
+            }
+            os.write(write, json.dumps(row).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -129,23 +150,60 @@ def _one_process(instances: int) -> list[float]:
     return json.loads(data)
 
 
-def over_processes(processes: int, instances: int) -> dict[str, Any]:
-    """The rounds as the gate sees them (the first instance of each process: a round's value)
-    and, among the processes whose every instance lies in the gate's fast band, the spreads."""
-    import torch  # noqa: F401 - imported before the forks, as asv's forkserver does
+def _block_seconds(case: Any) -> float:
+    return case.run_block(case.block_size)
 
-    from benchkit.stats import FAST_BAND
 
-    rows = [[math.log(v) for v in _one_process(instances)] for _ in range(processes)]
-    top = sorted(r[0] for r in rows)[1] + FAST_BAND  # the gate's band: 2nd-fastest round x1.10
-    kept = [r[0] for r in rows if r[0] <= top]
-    result: dict[str, Any] = {
-        "processes": len(rows),
-        "left_out": 1 - len(kept) / len(rows),
-        "slow_share": sum(r[0] >= top - FAST_BAND + math.log(SLOW) for r in rows) / len(rows),
+def _gate_kept(values: list[float]) -> list[float]:
+    """The rounds the gate's rounds test keeps at the fast level (`benchkit.stats.fast_rounds`)
+    when two identical builds share them: every other round on each side."""
+    from benchkit.stats import fast_rounds
+
+    before, after = fast_rounds(values[::2], values[1::2])
+    return [*before, *after]
+
+
+def _design(values: list[float], samples: int) -> dict[str, Any]:
+    kept = _gate_kept(values)
+    return {
+        "samples": samples,
+        "left_out": 1 - len(kept) / len(values),
         "band_sd": statistics.stdev(kept) if len(kept) >= 3 else None,
     }
-    whole = [r for r in rows if max(r) <= top]
+
+
+def over_processes(processes: int, instances: int) -> dict[str, Any]:
+    """The rounds as the gate sees them, per round design (`ROUND_DESIGNS`: from the first
+    preparation's samples), and, among the processes whose every preparation lies in the
+    gate's fast level, the spreads between and within processes."""
+    import torch  # noqa: F401 - imported before the forks, as asv's forkserver does
+
+    rows = [_one_process(instances) for _ in range(processes)]
+    designs = {}
+    for name, (count, statistic) in ROUND_DESIGNS.items():
+        values = [math.log(statistic(r["first"][:count])) for r in rows]
+        designs[name] = _design(values, count)
+    for name, statistic in PREPARATION_DESIGNS.items():
+        # one sample of each of SAMPLES preparations: the first, and the first of each other one
+        values = [
+            math.log(statistic([r["first"][0], *(o[0] for o in r["others"][: SAMPLES - 1])])) for r in rows
+        ]
+        designs[name] = _design(values, SAMPLES)
+    one = [math.log(statistics.median(r["first"][:SAMPLES])) for r in rows]
+    fastest = sorted(one)[1]
+    result: dict[str, Any] = {
+        "processes": len(rows),
+        "slow_share": sum(v >= fastest + math.log(SLOW) for v in one) / len(one),
+        "designs": designs,
+        "ready": statistics.median(r["ready"] for r in rows),
+        "block": statistics.median(r["block"] for r in rows),
+    }
+    kept = set(_gate_kept(one))
+    top = max(kept)
+    every = [
+        [v, *(math.log(statistics.median(o)) for o in r["others"])] for v, r in zip(one, rows, strict=True)
+    ]
+    whole = [r for r in every if max(r) <= top]
     result["whole_processes"] = len(whole)
     if len(whole) >= 3:
         result["between_one"] = statistics.stdev(r[0] for r in whole)
@@ -206,39 +264,41 @@ def markdown(command: str, timeline: dict[str, Any], procs: dict[str, Any], inst
     ]
     lines += [
         "",
-        f"**Over processes**: {procs['processes']} forked processes (rounds), each preparing",
-        f"{first} {instances} times and taking {SAMPLES} samples of each. A round's value is the",
-        "median of its first preparation's samples, as in a `time_wall` round; the gate's rounds",
-        "test keeps the rounds within ×1.10 of the second-fastest (`FAST_BAND`).",
+        f"**Over processes**: {procs['processes']} forked processes (rounds). Each prepared {first}",
+        f"once and took {MOST_SAMPLES} samples of it, then prepared it {instances - 1} times more",
+        f"(setup run again) and took {SAMPLES} samples of each. The rounds test keeps a build's",
+        "rounds at the fast level (`benchkit.stats.fast_rounds`, here with every other round on",
+        "each side, as for two identical builds). A round's fixed cost here (fork, preparation,",
+        f"calibration) was {procs['ready'] * 1e3:.0f} ms, a sample {procs['block'] * 1e3:.1f} ms;",
+        "asv's own bookkeeping per round comes on top.",
         "",
-        "| figure | value |",
-        "|---|---:|",
-        f"| rounds at least {SLOW}x the second-fastest | {procs['slow_share']:.0%} |",
-        f"| rounds outside the gate's band (left out) | {procs['left_out']:.0%} |",
+        f"Rounds at least {SLOW}x the second-fastest: {procs['slow_share']:.0%}.",
+        "",
+        "Per round design (a round's value from the first preparation's samples): the rounds the",
+        "test leaves out, the spread of those it keeps, and the rounds per build Welch's test at",
+        "`ROUNDS_ALPHA` would need for its minimum detectable change to reach 2 % and 5 %:",
+        "",
+        "| a round's value | left out | spread kept (sd of log) | rounds for 2 % | rounds for 5 % |",
+        "|---|---:|---:|---:|---:|",
     ]
-    if procs["band_sd"] is not None:
-        lines.append(f"| spread of the rounds in the band (sd of log) | {procs['band_sd']:.2%} |")
+    for name, design in procs["designs"].items():
+        sd = design["band_sd"]
+        needed = [rounds_needed(sd, design["left_out"], c) if sd is not None else None for c in (0.02, 0.05)]
+        cells = [str(n) if n is not None else "–" for n in needed]
+        spread = f"{sd:.2%}" if sd is not None else "–"
+        lines.append(f"| {name} | {design['left_out']:.0%} | {spread} | {cells[0]} | {cells[1]} |")
     if "between_one" in procs:
         lines += [
-            f"| rounds whose every preparation lies in the band | {procs['whole_processes']} |",
-            f"| of those: spread between rounds, first preparation | {procs['between_one']:.2%} |",
-            f"| of those: spread between rounds, mean of the {instances} preparations"
-            f" | {procs['between_mean']:.2%} |",
-            f"| of those: spread between the preparations of one round (median) | {procs['within']:.2%} |",
-        ]
-    if procs["band_sd"] is not None:
-        lines += [
             "",
-            "Rounds per build the gate's rounds test (Welch's test at `ROUNDS_ALPHA`) would need",
-            "for its minimum detectable change to reach a size, with the spread of the rounds in",
-            "the band and that share of rounds left out:",
+            f"Rounds whose every preparation lies at the fast level ({procs['whole_processes']}), each",
+            f"preparation's value the median of its first {SAMPLES} samples:",
             "",
-            "| change | rounds per build |",
-            "|---:|---:|",
+            "| figure | value |",
+            "|---|---:|",
+            f"| spread between rounds, first preparation | {procs['between_one']:.2%} |",
+            f"| spread between rounds, mean of the {instances} preparations | {procs['between_mean']:.2%} |",
+            f"| spread between the preparations of one round (median) | {procs['within']:.2%} |",
         ]
-        for change in (0.02, 0.05):
-            needed = rounds_needed(procs["band_sd"], procs["left_out"], change)
-            lines.append(f"| {change:.0%} | {needed if needed is not None else 'more than 1,000'} |")
     return "\n".join(lines) + "\n"
 
 
