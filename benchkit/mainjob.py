@@ -30,7 +30,8 @@ baseline) is still open get more rounds on both builds in a second interleaved
 ``asv run --append-samples``; the others are decided and cost nothing more (`benchkit.stats.first_look`:
 the rule, and why the gate's false-alarm rate stays within its alpha). The open ones share a
 budget: no more benchmark processes per build than 12 fixed rounds of every judged wall time
-would have run, and at most 24 rounds each (`benchkit.report.rounds_look.rounds_to_add`).
+would have run, and at most 24 rounds each; those whose case's instruction count moved are
+served first (`benchkit.report.rounds_look.rounds_to_add`).
 ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
 every open one M rounds, without the budget. A predecessor an earlier job measured gets its
 wall times measured again in this job's interleaved run of wall times, and the verdict judges
@@ -207,32 +208,39 @@ def add_rounds(
     results_dir: Path,
     machine: str,
     top_up: TopUp,
-    added: int,
+    added: Mapping[str, int],
     source: PipSource = PIP_CONFIG,
     progress: _Progress | None = None,
 ) -> int:
-    """`added` more interleaved rounds of `top_up`'s wall times on its builds, appended to the
-    samples they have (every other number kept); asv's exit code (0 when there is nothing)."""
-    if not top_up.benchmarks or added < 1:
-        return 0
+    """More interleaved rounds of `top_up`'s wall times on its builds (`added`: rounds per
+    benchmark, `rounds_look.rounds_to_add`), appended to the samples they have (every other
+    number kept): one ``asv run`` per number of rounds, the most first. asv's highest exit code
+    (0 when there is nothing)."""
     progress = progress or _Progress()
-    progress.note(
-        f"{len(top_up.benchmarks)} wall time(s) still open: {added} more rounds on "
-        f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
-    )
-    regexes = ["^" + re.escape(name) + "$" for name in top_up.benchmarks]
-    run_settings = _run_settings(settings.current(), machine, results_dir, added, regexes)
-    env = {**settings.child_environ(run_settings), **dict(source.environ)}
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
-        hashfile = Path(scratch) / "commits.txt"
-        hashfile.write_text("".join(f"{c}\n" for c in top_up.commits))
-        code = _asv(
-            asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append=True), conf_path, False, env
+    groups: dict[int, list[str]] = {}
+    for name in top_up.benchmarks:
+        if added.get(name, 0) >= 1:
+            groups.setdefault(added[name], []).append(name)
+    code = 0
+    for rounds, names in sorted(groups.items(), reverse=True):
+        progress.note(
+            f"{len(names)} wall time(s) still open: {rounds} more rounds on "
+            f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
         )
-    progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
-    if code < 0:
-        raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
+        regexes = ["^" + re.escape(name) + "$" for name in names]
+        run_settings = _run_settings(settings.current(), machine, results_dir, rounds, regexes)
+        env = {**settings.child_environ(run_settings), **dict(source.environ)}
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
+            hashfile = Path(scratch) / "commits.txt"
+            hashfile.write_text("".join(f"{c}\n" for c in top_up.commits))
+            run_code = _asv(
+                asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append=True), conf_path, False, env
+            )
+        progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
+        if run_code < 0:
+            raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
+        code = max(code, run_code)
     return code
 
 
@@ -397,6 +405,7 @@ def _run_main_job(
                 raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
             run_code = max(run_code, code)
         top_up = None
+        added_rounds: dict[str, int] = {}
         reached = max_rounds
         if max_rounds > rounds and pairs:
             top_up = rounds_look.open_wall_times(
@@ -406,18 +415,22 @@ def _run_main_job(
                 max_rounds,
                 check.check_config_for(conf_path).thresholds["instructions"],
             )
-            reached = rounds + rounds_look.rounds_to_add(top_up, rounds, max_rounds, budget_rounds)
+            added_rounds = rounds_look.rounds_to_add(top_up, rounds, max_rounds, budget_rounds)
+            reached = rounds + max(added_rounds.values(), default=max_rounds - rounds)
             progress.note(top_up.describe())
-            if top_up.benchmarks and reached < max_rounds:
+            if added_rounds and min(added_rounds.values()) < max_rounds - rounds:
+                each = sorted({rounds + n for n in added_rounds.values()}, reverse=True)
                 progress.note(
-                    f"{len(top_up.benchmarks)} of {top_up.looked} wall times open: {reached} rounds each "
-                    f"keeps them within what {budget_rounds} fixed rounds of all {top_up.looked} would cost"
+                    f"{len(top_up.benchmarks)} of {top_up.looked} wall times open "
+                    f"({len(top_up.moved)} whose instruction count moved, served first): "
+                    f"{' and '.join(map(str, each))} rounds keep them within what {budget_rounds} "
+                    f"fixed rounds of all {top_up.looked} would cost"
                 )
         record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND, reached)
         record_settings(Path(conf.results_dir), machine_name, todo, record)
         if top_up is not None:
             added = add_rounds(
-                conf_path, Path(conf.results_dir), machine_name, top_up, reached - rounds, source, progress
+                conf_path, Path(conf.results_dir), machine_name, top_up, added_rounds, source, progress
             )
             run_code = max(run_code, added)
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.

@@ -8,7 +8,8 @@ judged pair (base, head):
 * ``adaptive``: the main job's own first look (`benchkit.report.rounds_look.open_wall_times`)
   on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep the
   rounds the job would give them (`rounds_to_add`: up to `MAX_ROUNDS` within the budget of
-  `WALL_TIME_ROUNDS` fixed rounds), every other one its first look's; then the gate, as
+  `WALL_TIME_ROUNDS` fixed rounds, those whose count moved first), every other one its first
+  look's; then the gate, as
   `benchkit main` judges a build against its predecessor. ``adaptive F-M P`` (F rounds first,
   M for the open ones, futility p P) is ``benchkit main --rounds F --max-rounds M``: no budget.
 
@@ -84,12 +85,11 @@ def design_rounds(
     else:
         looked = cut_rounds(loaded, machine, lambda commit, key: first)
         top = open_wall_times(looked, machine, [(base, head)], cap, count_threshold, futility_p)
-        top_commits, top_benchmarks = set(top.commits), set(top.benchmarks)
-        reached = first + rounds_to_add(top, first, cap, budget)
+        top_commits, added = set(top.commits), rounds_to_add(top, first, cap, budget)
 
         def kept(commit: str, key: Key) -> int:
-            opened = commit in top_commits and BenchmarkName.parse(key[0]).benchmark in top_benchmarks
-            return reached if opened else first
+            more = added.get(BenchmarkName.parse(key[0]).benchmark, 0) if commit in top_commits else 0
+            return first + more
 
         cut = cut_rounds(loaded, machine, kept)
     used: dict[Key, int] = {}

@@ -333,7 +333,7 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
         "import sys; from pathlib import Path; from benchkit.mainjob import add_rounds; "
         "from benchkit.report.rounds_look import TopUp; "
         f"sys.exit(add_rounds(Path({str(job.config)!r}), Path({str(job.root / 'results')!r}), {MACHINE!r}, "
-        f"TopUp({tuple(rounds)!r}, ({relu!r},), {{}}), 1))"
+        f"TopUp({tuple(rounds)!r}, ({relu!r},), {{}}), {{{relu!r}: 1}}))"
     )
     added = job.run(sys.executable, "-c", script, check=False, timeout=900)
     assert added.returncode == 0, added.stdout[-2000:] + added.stderr[-2000:]

@@ -382,6 +382,7 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     [base, head] = sorted(loaded.sets[MACHINE])
     top = open_wall_times(loaded, MACHINE, [(base, head)], 24, 0.001)
     assert top.benchmarks == (WALL.format("Close"), WALL.format("Moved"))
+    assert top.moved == (WALL.format("Moved"),)
     assert top.commits == (base, head)
     assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 2, stats.Look.SETTLED: 1}
     assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 2 open" in top.describe()
@@ -392,20 +393,35 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
 def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
     from benchkit.report.rounds_look import TopUp, rounds_to_add
 
-    def top(open_count: int, looked: int) -> TopUp:
-        return TopUp(("a", "b"), tuple(f"w{i}" for i in range(open_count)), {}, looked)
+    def top(open_count: int, looked: int, moved: int = 0) -> TopUp:
+        names = tuple(f"w{i:03d}" for i in range(open_count))
+        return TopUp(("a", "b"), names, {}, looked, names[:moved])
+
+    def each(added: dict[str, int]) -> set[int]:
+        return set(added.values())
 
     # Few open: the cap. Many open: 12 fixed rounds' processes beyond the first 8, shared.
-    assert rounds_to_add(top(10, 223), 8, 24, 12) == 16
-    assert rounds_to_add(top(115, 223), 8, 24, 12) == 7  # 4 x 223 // 115
-    assert rounds_to_add(top(223, 223), 8, 24, 12) == 4  # all open: fixed 12's rounds exactly
+    assert each(rounds_to_add(top(10, 223), 8, 24, 12)) == {16}
+    assert each(rounds_to_add(top(115, 223), 8, 24, 12)) == {7}  # 4 x 223 // 115
+    assert each(rounds_to_add(top(223, 223), 8, 24, 12)) == {4}  # all open: fixed 12's rounds exactly
     for open_count in range(1, 224):
-        added = rounds_to_add(top(open_count, 223), 8, 24, 12)
-        assert 4 <= added <= 16 and added * open_count <= 4 * 223
+        for moved in (0, 1, open_count // 2, open_count):
+            added = rounds_to_add(top(open_count, 223, moved), 8, 24, 12)
+            assert len(added) == open_count and max(added.values()) <= 16
+            assert sum(added.values()) <= 4 * 223
+            # Those whose count moved are served first: never fewer rounds than the others.
+            moved_names = {f"w{i:03d}" for i in range(moved)}
+            served = [n for name, n in added.items() if name in moved_names]
+            rest = [n for name, n in added.items() if name not in moved_names]
+            assert not served or not rest or min(served) >= max(rest)
+    # 10 whose count moved among 115 open: they reach the cap, the others share what is left.
+    added = rounds_to_add(top(115, 223, 10), 8, 24, 12)
+    assert {added[f"w{i:03d}"] for i in range(10)} == {16}
+    assert {added[f"w{i:03d}"] for i in range(10, 115)} == {(4 * 223 - 160) // 105}
     # No budget (`--max-rounds`): every open one gets the cap; a first look at the cap adds none.
-    assert rounds_to_add(top(115, 223), 8, 24, None) == 16
-    assert rounds_to_add(top(115, 223), 24, 24, 12) == 0
-    assert rounds_to_add(top(0, 223), 8, 24, 12) == 16  # nothing open: the cap is what is recorded
+    assert each(rounds_to_add(top(115, 223, 10), 8, 24, None)) == {16}
+    assert each(rounds_to_add(top(115, 223), 24, 24, 12)) == {0}
+    assert rounds_to_add(top(0, 223), 8, 24, 12) == {}  # nothing open: nothing to add
 
 
 def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: Path) -> None:

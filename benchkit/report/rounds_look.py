@@ -4,7 +4,8 @@ those get more rounds (`benchkit.stats.first_look` holds the rule and why the ga
 Input: the results as read after the first ``asv run`` and the pairs the job judges (each
 measured build against its predecessor, and a baseline). Output: a `TopUp`, the builds and
 the ``time_wall`` benchmarks to measure again, which the job hands to asv as data, and how
-many rounds to add (`rounds_to_add`: up to the cap, within the budget of the fixed design).
+many rounds each gets (`rounds_to_add`: up to the cap, within the budget of the fixed design,
+first to those whose case's instruction count moved).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class TopUp:
     benchmarks: tuple[str, ...]  # sorted
     looks: Mapping[Look, int]  # decisions over every judged pair and wall time
     looked: int = 0  # distinct wall times the look judged (a test in at least one pair)
+    moved: tuple[str, ...] = ()  # of `benchmarks`, those whose case's count moved in a pair
 
     def describe(self) -> str:
         counts = ", ".join(f"{self.looks.get(look, 0)} {look.value}" for look in Look)
@@ -51,6 +53,7 @@ def open_wall_times(
     looks: collections.Counter[Look] = collections.Counter()
     commits: dict[str, None] = {}
     benchmarks: set[str] = set()
+    moved_ones: set[str] = set()
     looked: set[str] = set()
     for base, head in pairs:
         base_set, head_set = loaded.result_set(base, machine), loaded.result_set(head, machine)
@@ -62,8 +65,8 @@ def open_wall_times(
             if not (a.has_number and b.has_number):
                 continue
             test = rounds_test(a, b)
+            moved = count_move(base_set, head_set, key, count_threshold)
             if test is not None:
-                moved = count_move(base_set, head_set, key, count_threshold)
                 look = first_look(test, NOISE_CEILING, max_rounds, futility_p, moved)
             elif min(rounds_of(a), rounds_of(b)) >= MIN_ROUNDS:
                 look = Look.OPEN  # too few rounds at the fast level yet: more rounds may add some
@@ -77,17 +80,30 @@ def open_wall_times(
                 if rounds_of(m) < max_rounds:
                     commits.setdefault(commit)
                     benchmarks.add(BenchmarkName.parse(key[0]).benchmark)
-    return TopUp(tuple(commits), tuple(sorted(benchmarks)), dict(looks), len(looked))
+                    if moved:
+                        moved_ones.add(BenchmarkName.parse(key[0]).benchmark)
+    return TopUp(
+        tuple(commits), tuple(sorted(benchmarks)), dict(looks), len(looked), tuple(sorted(moved_ones))
+    )
 
 
-def rounds_to_add(top_up: TopUp, first: int, cap: int, budget_rounds: int | None) -> int:
-    """Rounds each open wall time gets after a first look of `first` rounds: up to `cap`, and,
-    with `budget_rounds` (the fixed design the adaptive one must not outspend, e.g.
+def rounds_to_add(top_up: TopUp, first: int, cap: int, budget_rounds: int | None) -> dict[str, int]:
+    """Rounds to add to each open wall time after a first look of `first` rounds: up to `cap`,
+    and, with `budget_rounds` (the fixed design the adaptive one must not outspend, e.g.
     `WALL_TIME_ROUNDS`), no more benchmark processes per build than that design would have run
-    beyond the first look on every judged wall time: (budget_rounds - first) x looked, shared
-    by the open ones. When few are open they reach the cap; when many are, fewer rounds each."""
+    beyond the first look on every judged wall time: (budget_rounds - first) x looked.
+
+    The open wall times whose case's instruction count moved share the budget first: their
+    build runs other code there, so a change of time is likeliest there (and their test is the
+    corroborated one, `benchkit.stats.rounds_alpha`); the other open ones share what is left.
+    When few are open they all reach the cap; when many are, fewer rounds each."""
     most = max(cap - first, 0)
-    if budget_rounds is None or not top_up.benchmarks:
-        return most
+    if budget_rounds is None:
+        return {name: most for name in top_up.benchmarks}
     budget = max(budget_rounds - first, 0) * max(top_up.looked, len(top_up.benchmarks))
-    return min(most, budget // len(top_up.benchmarks))
+    moved = [name for name in top_up.benchmarks if name in top_up.moved]
+    others = [name for name in top_up.benchmarks if name not in top_up.moved]
+    for_moved = min(most, budget // len(moved)) if moved else 0
+    left = budget - for_moved * len(moved)
+    for_others = min(most, left // len(others)) if others else 0
+    return {**{name: for_moved for name in moved}, **{name: for_others for name in others}}

@@ -38,13 +38,15 @@ TARGET_BLOCK_SECONDS = 0.01
 # process is disturbed, so the gate compares builds process by process
 # (`benchkit.stats.fast_level_test`) and what it can see depends on how many processes a build
 # has; docs/verdicts.md gives the power and false-alarm figures for this number. Three samples
-# give each process a median; more samples per process would not shrink the between-process part.
+# give each process its fastest sample; more samples per process would not shrink the
+# between-process part (scripts/bench_wall_noise.py compares 3 and 7).
 # ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
 WALL_TIME_ROUNDS = 12
 SAMPLES_PER_ROUND = 3
 # `benchkit main` instead looks twice: every wall time first gets FIRST_LOOK_ROUNDS, and only
 # those whose verdict is still open get more, up to MAX_ROUNDS (`benchkit.stats.first_look`),
-# together no more processes than WALL_TIME_ROUNDS would have run (`rounds_look.rounds_to_add`).
+# together no more processes than WALL_TIME_ROUNDS would have run, those whose instruction
+# count moved first (`rounds_look.rounds_to_add`).
 FIRST_LOOK_ROUNDS = 8
 MAX_ROUNDS = 24
 
