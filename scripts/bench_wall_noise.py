@@ -117,8 +117,8 @@ def over_time(seconds: float) -> dict[str, Any]:
 
 def _one_process(instances: int) -> dict[str, Any]:
     """In a forked child: the first case prepared `instances` times. The first preparation
-    takes `MOST_SAMPLES` samples (seconds per execution), the others `SAMPLES` each (their
-    median); with the seconds from the fork until the first preparation was calibrated."""
+    takes `MOST_SAMPLES` samples (seconds per execution), the others `SAMPLES` each; with the
+    seconds from the fork until the first preparation was calibrated, and one block's seconds."""
     read, write = os.pipe()
     forked = time.perf_counter()
     pid = os.fork()
@@ -134,7 +134,7 @@ def _one_process(instances: int) -> dict[str, Any]:
 
             row = {
                 "ready": ready,
-                "block": _block_seconds(first),
+                "block": first.run_block(first.block_size),
                 "first": samples(first, MOST_SAMPLES),
                 "others": [samples(case, SAMPLES) for case in others],
             }
@@ -148,10 +148,6 @@ def _one_process(instances: int) -> dict[str, Any]:
     if not data:
         raise SystemExit("bench_wall_noise: a measuring process died without a result")
     return json.loads(data)
-
-
-def _block_seconds(case: Any) -> float:
-    return case.run_block(case.block_size)
 
 
 def _gate_kept(values: list[float]) -> list[float]:

@@ -65,13 +65,13 @@ def open_wall_times(
             if not (a.has_number and b.has_number):
                 continue
             test = rounds_test(a, b)
+            if test is None and min(rounds_of(a), rounds_of(b)) < MIN_ROUNDS:
+                continue  # too few rounds for the test: the gate judges by the history
             moved = count_move(base_set, head_set, key, count_threshold)
             if test is not None:
                 look = first_look(test, NOISE_CEILING, max_rounds, futility_p, moved)
-            elif min(rounds_of(a), rounds_of(b)) >= MIN_ROUNDS:
-                look = Look.OPEN  # too few rounds at the fast level yet: more rounds may add some
-            else:  # too few rounds for the test: the gate judges by the history
-                continue
+            else:  # enough rounds, too few at the fast level yet: more rounds may add some
+                look = Look.OPEN
             looks[look] += 1
             looked.add(key[0])
             if look is not Look.OPEN:
