@@ -31,7 +31,7 @@ baseline) is still open get more rounds on both builds in a second interleaved
 the rule, and why the gate's false-alarm rate stays within its alpha). The open ones share a
 budget: no more benchmark processes per build than 12 fixed rounds of every judged wall time
 would have run, and at most 24 rounds each; those whose case's instruction count moved are
-served first (`benchkit.report.rounds_look.rounds_to_add`).
+served first, up to 48 rounds (`benchkit.report.rounds_look.rounds_to_add`).
 ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
 every open one M rounds, without the budget. A predecessor an earlier job measured gets its
 wall times measured again in this job's interleaved run of wall times, and the verdict judges
@@ -75,15 +75,10 @@ from benchkit.history.results.read import (
     read_results,
     set_aside_damaged,
 )
-from benchkit.measure.walltime.timing import (
-    FIRST_LOOK_ROUNDS,
-    MAX_ROUNDS,
-    SAMPLES_PER_ROUND,
-    WALL_TIME_ROUNDS,
-)
+from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, SAMPLES_PER_ROUND
 
 if TYPE_CHECKING:
-    from benchkit.report.rounds_look import TopUp
+    from benchkit.report.rounds_look import RoundsPlan, TopUp
 
 STEPS = 5
 
@@ -144,11 +139,17 @@ def ensure_machine(conf_path: Path, machine: str | None) -> str:
     return name
 
 
-def asv_run_args(commits: str, bench: Sequence[str], machine: str | None, append: bool = False) -> list[str]:
+def asv_run_args(
+    commits: str, bench: Sequence[str], machine: str | None, append: bool = False, interleave: bool = True
+) -> list[str]:
     """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``. Rounds and samples are
     the suite's own (the settings' ``wall_rounds``, in the environment, change the rounds).
-    `append`: add the new rounds' samples to the commits' results instead of replacing them."""
-    args = ["run", commits, "--record-samples", "--show-stderr", "--interleave-rounds"]
+    `append`: add the new rounds' samples to the commits' results instead of replacing them.
+    `interleave`: a round of every commit, then the next round (else every round of a commit,
+    then the next commit, in the order given)."""
+    args = ["run", commits, "--record-samples", "--show-stderr"]
+    if interleave:
+        args.append("--interleave-rounds")
     if append:
         args.append("--append-samples")
     for regex in bench:
@@ -214,8 +215,10 @@ def add_rounds(
 ) -> int:
     """More interleaved rounds of `top_up`'s wall times on its builds (`added`: rounds per
     benchmark, `rounds_look.rounds_to_add`), appended to the samples they have (every other
-    number kept): one ``asv run`` per number of rounds, the most first. asv's highest exit code
-    (0 when there is nothing)."""
+    number kept): one ``asv run`` per number of rounds, the most first. Every round of every
+    build is a fresh forkserver: rounds forked from one server in a block, one build after the
+    other, are not independent draws (scripts/bench_verdicts.py --block-rounds measures their
+    false alarms). asv's highest exit code (0 when there is nothing)."""
     progress = progress or _Progress()
     groups: dict[int, list[str]] = {}
     for name in top_up.benchmarks:
@@ -269,18 +272,21 @@ def run_main_job(
     """The job, holding the checkout's lock (a second job waits, or refuses without `wait`).
     `baseline`: a tag or commit of main every measured build is also judged against.
     `rounds`: every wall time's rounds, none added (default: a first look of
-    `FIRST_LOOK_ROUNDS`); `max_rounds`: the rounds open verdicts get (default: up to
-    `MAX_ROUNDS` within the budget of `WALL_TIME_ROUNDS` fixed rounds; `rounds` when that is
-    given)."""
+    `FIRST_LOOK_ROUNDS`); `max_rounds`: the rounds open verdicts get (default:
+    `RoundsPlan.default`; `rounds` when that is given)."""
     conf_path = conf_path.resolve()
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found (run `benchkit main` in the benchkit checkout)")
     with job_lock(conf_path, wait):
+        from benchkit.report.rounds_look import RoundsPlan
+
         first = rounds or FIRST_LOOK_ROUNDS
-        cap = max(first, max_rounds or (rounds or MAX_ROUNDS))
-        budget = WALL_TIME_ROUNDS if max_rounds is None and rounds is None else None
+        if max_rounds is None and rounds is None:
+            plan = RoundsPlan.default()
+        else:  # --max-rounds M: every open one M; --rounds N alone: N, none added
+            plan = RoundsPlan.unbudgeted(first, max_rounds or first)
         return _run_main_job(
-            conf_path, builds, include_index, (first, cap, budget), rerun, bench, machine, skip_damaged,
+            conf_path, builds, include_index, plan, rerun, bench, machine, skip_damaged,
             source, checkout, baseline,
         )  # fmt: skip
 
@@ -289,7 +295,7 @@ def _run_main_job(
     conf_path: Path,
     builds: Sequence[str] | None,
     include_index: bool,
-    looks: tuple[int, int, int | None],
+    plan: RoundsPlan,
     rerun: bool,
     bench: Sequence[str],
     machine: str | None,
@@ -339,13 +345,17 @@ def _run_main_job(
     progress.step(2, "asv machine description")
     machine_name = ensure_machine(conf_path, machine)
 
-    rounds, max_rounds, budget_rounds = looks
+    rounds = plan.first
     mode = f"wall time in {rounds} interleaved rounds (processes) of {SAMPLES_PER_ROUND} samples per build"
-    if max_rounds > rounds:
-        mode += f", up to {max_rounds} where a verdict is open"
-        if budget_rounds:
-            mode += f" (within what {budget_rounds} fixed rounds would cost)"
-    rounds_key = f"rounds={rounds}x{SAMPLES_PER_ROUND}" + (f"..{max_rounds}" if max_rounds > rounds else "")
+    if plan.adds:
+        mode += f", up to {plan.cap} where a verdict is open"
+        if plan.moved_cap != plan.cap:
+            mode += f" ({plan.moved_cap} where its case's instruction count moved)"
+        if plan.budget:
+            mode += f" (within what {plan.budget} fixed rounds would cost)"
+    # The cap names the plan; the moved cap is how the budget is shared (a history measured
+    # before it existed stays finished).
+    rounds_key = f"rounds={rounds}x{SAMPLES_PER_ROUND}" + (f"..{plan.cap}" if plan.adds else "")
     ledger = Ledger(conf_path, [machine_name, rounds_key, *bench])
     expected = run_summary.Expected(machine_name, tuple(bench), rounds * SAMPLES_PER_ROUND)
     done = set() if rerun else ledger.finished()
@@ -406,24 +416,24 @@ def _run_main_job(
             run_code = max(run_code, code)
         top_up = None
         added_rounds: dict[str, int] = {}
-        reached = max_rounds
-        if max_rounds > rounds and pairs:
+        reached = plan.highest
+        if plan.adds and pairs:
             top_up = rounds_look.open_wall_times(
                 rounds_window.this_jobs_rounds(read_results(conf), machine_name, held),
                 machine_name,
                 [(p.base, p.head) for p in pairs],
-                max_rounds,
+                plan,
                 check.check_config_for(conf_path).thresholds["instructions"],
             )
-            added_rounds = rounds_look.rounds_to_add(top_up, rounds, max_rounds, budget_rounds)
-            reached = rounds + max(added_rounds.values(), default=max_rounds - rounds)
+            added_rounds = rounds_look.rounds_to_add(top_up, plan)
+            reached = rounds + max(added_rounds.values(), default=plan.highest - rounds)
             progress.note(top_up.describe())
-            if added_rounds and min(added_rounds.values()) < max_rounds - rounds:
+            if plan.budget and added_rounds:
                 each = sorted({rounds + n for n in added_rounds.values()}, reverse=True)
                 progress.note(
                     f"{len(top_up.benchmarks)} of {top_up.looked} wall times open "
                     f"({len(top_up.moved)} whose instruction count moved, served first): "
-                    f"{' and '.join(map(str, each))} rounds keep them within what {budget_rounds} "
+                    f"{' and '.join(map(str, each))} rounds keep them within what {plan.budget} "
                     f"fixed rounds of all {top_up.looked} would cost"
                 )
         record = settings_record.RunRecord.of(run_settings, machine_name, rounds, SAMPLES_PER_ROUND, reached)

@@ -52,10 +52,9 @@ from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
 from benchkit.history.builds.wheels import patch_wheel_module  # noqa: E402
 from benchkit.history.results.read import load_asv_config, read_results  # noqa: E402
 from benchkit.mainjob import asv_run_args  # noqa: E402
-from benchkit.measure.walltime.timing import MAX_ROUNDS  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
-from scripts.verdict_designs import judge_designs, mean_rounds, slow_round_share  # noqa: E402
+from scripts.verdict_designs import judge_designs, mean_rounds, parse_design, slow_round_share  # noqa: E402
 
 WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
 MACHINE = "verdicts"
@@ -91,6 +90,7 @@ class Plan:
     rounds: int | None = None  # wall-time rounds (None: the suite's)
     designs: tuple[str, ...] = ()  # round designs judged on the same measurements (verdict_designs)
     bench: str = r"^instruction_counts\.verdicts_"  # asv -b
+    block_rounds: int | None = None  # rounds a build per asv run without interleaving (None: interleaved)
 
 
 def definitions(plan: Plan) -> str:
@@ -198,13 +198,33 @@ def setup(root: Path, plan: Plan) -> tuple[Project, Builds]:
     return project, Builds(main, slowed, later, busy)
 
 
+def block_sizes(rounds: int, block: int) -> list[int]:
+    """`rounds` split into the fewest blocks of at most `block` rounds, as even as they come
+    (the larger first): 40 in blocks of 8 is [8] * 5, 18 is [6, 6, 6], 5 is [5]."""
+    if rounds <= 0:
+        return []
+    count = -(-rounds // max(block, 1))
+    return [rounds // count + (1 if i < rounds % count else 0) for i in range(count)]
+
+
 def _asv_run(project: Project, commits: list[str], plan: Plan) -> None:
-    """`asv run` over `commits` with the arguments `benchkit main` passes."""
-    hashfile = project.root / f"commits-{len(list(project.root.glob('commits-*.txt')))}.txt"
-    hashfile.write_text("".join(f"{c}\n" for c in commits))
-    if plan.rounds:
-        project.env["BENCHKIT_WALL_ROUNDS"] = str(plan.rounds)
-    project.asv(*asv_run_args(f"HASHFILE:{hashfile}", [plan.bench], MACHINE))
+    """`asv run` over `commits` with the arguments `benchkit main` passes: one interleaved run,
+    or with `plan.block_rounds` the rounds in blocks as the main job adds rounds (one run per
+    block without interleaving, the builds' order reversed from block to block)."""
+    blocks = (
+        block_sizes(plan.rounds, plan.block_rounds) if plan.rounds and plan.block_rounds else [plan.rounds]
+    )
+    for index, block in enumerate(blocks):
+        hashfile = project.root / f"commits-{len(list(project.root.glob('commits-*.txt')))}.txt"
+        hashfile.write_text("".join(f"{c}\n" for c in (commits if index % 2 == 0 else commits[::-1])))
+        if block:
+            project.env["BENCHKIT_WALL_ROUNDS"] = str(block)
+        interleave = len(blocks) == 1 and not plan.block_rounds
+        project.asv(
+            *asv_run_args(
+                f"HASHFILE:{hashfile}", [plan.bench], MACHINE, append=index > 0, interleave=interleave
+            )
+        )
 
 
 def measure(project: Project, builds: Builds, plan: Plan) -> None:
@@ -355,7 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-size", type=int, default=3, help="slowed builds per size")
     parser.add_argument("--cross", type=int, default=2, help="identical builds measured in a second run")
     parser.add_argument("--rounds", type=int, help="wall-time rounds per build (default: the suite's; "
-                        f"with --designs {MAX_ROUNDS})")  # fmt: skip
+                        "with --designs the most any design measures)")  # fmt: skip
+    parser.add_argument("--block-rounds", type=int, help="measure the rounds in blocks of this many "
+                        "a build, one asv run each without interleaving, as the main job adds "
+                        "rounds")  # fmt: skip
     parser.add_argument("--designs", default="",
                         help="round designs judged on the same measurements, e.g. 'fixed 12,adaptive' "
                         "(scripts/verdict_designs.py)")  # fmt: skip
@@ -364,16 +387,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judge-only", action="store_true", help="judge the results in --workdir again")
     parser.add_argument("--markdown", type=Path, help="also write the report there, with this command")
     args = parser.parse_args(argv)
+    designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
+    needed = max((parse_design(d).highest for d in designs), default=0)
+    if designs and args.rounds is not None and args.rounds < needed:
+        raise SystemExit(f"--rounds {args.rounds}: the designs judge up to {needed} rounds a build")
     if args.smoke:
-        designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
-        plan = Plan(1, (10.0,), (), rounds=args.rounds or (MAX_ROUNDS if designs else 7), designs=designs)
+        plan = Plan(
+            1, (10.0,), (), rounds=args.rounds or needed or 7, designs=designs, block_rounds=args.block_rounds
+        )
     else:
         sizes = tuple(float(s) for s in args.sizes.split(","))
-        designs = tuple(d.strip() for d in args.designs.split(",") if d.strip())
-        rounds = args.rounds or (MAX_ROUNDS if designs else None)
+        rounds = args.rounds or needed or None
         plan = Plan(
-            args.aa, sizes, tuple(CONTROLS), args.per_size, args.cross, not args.no_busy, rounds, designs
-        )
+            args.aa, sizes, tuple(CONTROLS), args.per_size, args.cross, not args.no_busy, rounds, designs,
+            block_rounds=args.block_rounds,
+        )  # fmt: skip
+    if plan.block_rounds and not plan.rounds:
+        raise SystemExit("--block-rounds needs --rounds (or --designs)")
     if args.judge_only:
         project = Project(args.workdir)
         builds = existing_builds(project, plan)

@@ -1,6 +1,7 @@
 """Wall-time round designs judged on the same measurements (used by scripts/bench_verdicts.py).
 
-Every build is measured once with `MAX_ROUNDS` interleaved rounds; asv records a benchmark's
+Every build is measured once with as many interleaved rounds as the designs need at most;
+asv records a benchmark's
 rounds in the order they ran, so a design with fewer rounds is the first rounds of each. Per
 judged pair (base, head):
 
@@ -8,8 +9,8 @@ judged pair (base, head):
 * ``adaptive``: the main job's own first look (`benchkit.report.rounds_look.open_wall_times`)
   on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep the
   rounds the job would give them (`rounds_to_add`: up to `MAX_ROUNDS` within the budget of
-  `WALL_TIME_ROUNDS` fixed rounds, those whose count moved first), every other one its first
-  look's; then the gate, as
+  `WALL_TIME_ROUNDS` fixed rounds, those whose count moved first and up to
+  `MOVED_MAX_ROUNDS`), every other one its first look's; then the gate, as
   `benchkit main` judges a build against its predecessor. ``adaptive F-M P`` (F rounds first,
   M for the open ones, futility p P) is ``benchkit main --rounds F --max-rounds M``: no budget.
 
@@ -27,13 +28,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from benchkit.history.results.read import LoadedResults
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, WALL_TIME_ROUNDS
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report import check
 from benchkit.report.check_config import CheckConfig
-from benchkit.report.rounds_look import open_wall_times, rounds_to_add
+from benchkit.report.rounds_look import RoundsPlan, open_wall_times, rounds_to_add
 from benchkit.report.rounds_window import cut_wall_times, is_wall_time, keep_rounds
-from benchkit.stats import FUTILITY_P
 
 Key = tuple[str, str]
 RoundsOf = Callable[[str, Key], int]  # (commit, key) -> rounds the design keeps
@@ -44,17 +43,17 @@ def cut_rounds(loaded: LoadedResults, machine: str, rounds_of: RoundsOf) -> Load
     return cut_wall_times(loaded, machine, lambda commit, key, m: keep_rounds(m, 0, rounds_of(commit, key)))
 
 
-def parse_design(design: str) -> tuple[int, int, float, int | None]:
-    """(first rounds, cap, futility p, budget's fixed rounds) of "fixed N", "adaptive" (the main
-    job's defaults) or "adaptive F-M P" (F rounds, up to M, futility p P, no budget)."""
+def parse_design(design: str) -> RoundsPlan:
+    """The rounds of "fixed N", "adaptive" (the main job's defaults) or "adaptive F-M P" (F
+    rounds, up to M for every open one, futility p P, no budget)."""
     words = design.split()
     if words[0] == "fixed" and len(words) == 2:
-        return int(words[1]), int(words[1]), 1.0, None
+        return RoundsPlan.fixed(int(words[1]))
     if words[0] == "adaptive" and len(words) in (1, 3):
         if len(words) == 1:
-            return FIRST_LOOK_ROUNDS, MAX_ROUNDS, FUTILITY_P, WALL_TIME_ROUNDS
+            return RoundsPlan.default()
         first, cap = words[1].split("-")
-        return int(first), int(cap), float(words[2]), None
+        return RoundsPlan.unbudgeted(int(first), int(cap), float(words[2]))
     raise SystemExit(f"design {design!r}: expected 'fixed N', 'adaptive' or 'adaptive F-M P'")
 
 
@@ -79,13 +78,14 @@ def design_rounds(
 ) -> tuple[LoadedResults, dict[Key, int]]:
     """The pair's results as `design` measures them (`parse_design`), and the rounds per wall
     time on the two sides together (`count_threshold`: the gate's, for the first look)."""
-    first, cap, futility_p, budget = parse_design(design)
-    if first == cap:
+    plan = parse_design(design)
+    first = plan.first
+    if not plan.adds:
         cut = cut_rounds(loaded, machine, lambda commit, key: first)
     else:
         looked = cut_rounds(loaded, machine, lambda commit, key: first)
-        top = open_wall_times(looked, machine, [(base, head)], cap, count_threshold, futility_p)
-        top_commits, added = set(top.commits), rounds_to_add(top, first, cap, budget)
+        top = open_wall_times(looked, machine, [(base, head)], plan, count_threshold)
+        top_commits, added = set(top.commits), rounds_to_add(top, plan)
 
         def kept(commit: str, key: Key) -> int:
             more = added.get(BenchmarkName.parse(key[0]).benchmark, 0) if commit in top_commits else 0

@@ -356,7 +356,7 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     from support.histories import MACHINE, History
 
     from benchkit.history.results.read import read_results
-    from benchkit.report.rounds_look import open_wall_times
+    from benchkit.report.rounds_look import RoundsPlan, open_wall_times
 
     rng = random.Random(11)
     history = History(tmp_path)
@@ -380,18 +380,21 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     history.save()
     loaded = read_results(load_asv_config(history.config))
     [base, head] = sorted(loaded.sets[MACHINE])
-    top = open_wall_times(loaded, MACHINE, [(base, head)], 24, 0.001)
+    top = open_wall_times(loaded, MACHINE, [(base, head)], RoundsPlan.unbudgeted(8, 24), 0.001)
     assert top.benchmarks == (WALL.format("Close"), WALL.format("Moved"))
     assert top.moved == (WALL.format("Moved"),)
     assert top.commits == (base, head)
     assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 2, stats.Look.SETTLED: 1}
     assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 2 open" in top.describe()
     # A side already at the cap gets nothing more; with both there, nothing is open to add.
-    assert open_wall_times(loaded, MACHINE, [(base, head)], 8, 0.001).commits == ()
+    assert open_wall_times(loaded, MACHINE, [(base, head)], RoundsPlan.fixed(8), 0.001).commits == ()
+    # The cap of a case whose count moved is its own: at 8 rounds "Close" is done, "Moved" not.
+    below = open_wall_times(loaded, MACHINE, [(base, head)], RoundsPlan(8, 8, 48), 0.001)
+    assert (below.benchmarks, below.moved, below.commits) == ((WALL.format("Moved"),),) * 2 + ((base, head),)
 
 
 def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
-    from benchkit.report.rounds_look import TopUp, rounds_to_add
+    from benchkit.report.rounds_look import RoundsPlan, TopUp, rounds_to_add
 
     def top(open_count: int, looked: int, moved: int = 0) -> TopUp:
         names = tuple(f"w{i:03d}" for i in range(open_count))
@@ -400,28 +403,35 @@ def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
     def each(added: dict[str, int]) -> set[int]:
         return set(added.values())
 
+    plan = RoundsPlan(8, 24, 48, 12)
+    assert plan == RoundsPlan.default()
     # Few open: the cap. Many open: 12 fixed rounds' processes beyond the first 8, shared.
-    assert each(rounds_to_add(top(10, 223), 8, 24, 12)) == {16}
-    assert each(rounds_to_add(top(115, 223), 8, 24, 12)) == {7}  # 4 x 223 // 115
-    assert each(rounds_to_add(top(223, 223), 8, 24, 12)) == {4}  # all open: fixed 12's rounds exactly
+    assert each(rounds_to_add(top(10, 223), plan)) == {16}
+    assert each(rounds_to_add(top(115, 223), plan)) == {7}  # 4 x 223 // 115
+    assert each(rounds_to_add(top(223, 223), plan)) == {4}  # all open: fixed 12's rounds exactly
     for open_count in range(1, 224):
         for moved in (0, 1, open_count // 2, open_count):
-            added = rounds_to_add(top(open_count, 223, moved), 8, 24, 12)
-            assert len(added) == open_count and max(added.values()) <= 16
+            added = rounds_to_add(top(open_count, 223, moved), plan)
+            assert len(added) == open_count and max(added.values()) <= 40
             assert sum(added.values()) <= 4 * 223
-            # Those whose count moved are served first: never fewer rounds than the others.
+            # Those whose count moved are served first: never fewer rounds than the others,
+            # and only they get beyond the cap of 24.
             moved_names = {f"w{i:03d}" for i in range(moved)}
             served = [n for name, n in added.items() if name in moved_names]
             rest = [n for name, n in added.items() if name not in moved_names]
             assert not served or not rest or min(served) >= max(rest)
-    # 10 whose count moved among 115 open: they reach the cap, the others share what is left.
-    added = rounds_to_add(top(115, 223, 10), 8, 24, 12)
-    assert {added[f"w{i:03d}"] for i in range(10)} == {16}
-    assert {added[f"w{i:03d}"] for i in range(10, 115)} == {(4 * 223 - 160) // 105}
-    # No budget (`--max-rounds`): every open one gets the cap; a first look at the cap adds none.
-    assert each(rounds_to_add(top(115, 223, 10), 8, 24, None)) == {16}
-    assert each(rounds_to_add(top(115, 223), 24, 24, 12)) == {0}
-    assert rounds_to_add(top(0, 223), 8, 24, 12) == {}  # nothing open: nothing to add
+            assert not rest or max(rest) <= 16
+    # 10 whose count moved among 115 open: they reach their cap of 48, the others share the rest.
+    added = rounds_to_add(top(115, 223, 10), plan)
+    assert {added[f"w{i:03d}"] for i in range(10)} == {40}
+    assert {added[f"w{i:03d}"] for i in range(10, 115)} == {(4 * 223 - 400) // 105}
+    # bench_verdicts' suite: 13 wall times, the changed one's count moved and is open with 3 others.
+    added = rounds_to_add(top(4, 13, 1), plan)
+    assert added == {"w000": 40, "w001": 4, "w002": 4, "w003": 4}  # 52 - 40 = 12 for 3
+    # Without a budget (`--max-rounds`): every open one gets the cap; a first look at the cap adds none.
+    assert each(rounds_to_add(top(115, 223, 10), RoundsPlan.unbudgeted(8, 24))) == {16}
+    assert each(rounds_to_add(top(115, 223), RoundsPlan.fixed(24))) == {0}
+    assert rounds_to_add(top(0, 223), plan) == {}  # nothing open: nothing to add
 
 
 def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from benchkit.cli.history import add_pip_options, pip_source
 from benchkit.cli.options import add_damage_option, add_job_options
 from benchkit.errors import UserError
 from benchkit.mainjob import run_main_job
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, WALL_TIME_ROUNDS
+from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, MOVED_MAX_ROUNDS, WALL_TIME_ROUNDS
 from benchkit.stats import MIN_ROUNDS
 
 
@@ -71,8 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=_positive,
         metavar="N",
         help=f"wall-time processes per build, the same for every wall time (default: {FIRST_LOOK_ROUNDS}, "
-        f"then more, up to {MAX_ROUNDS} within what {WALL_TIME_ROUNDS} fixed rounds would cost, for those "
-        "whose verdict is still open); the gate sees smaller "
+        f"then more, up to {MAX_ROUNDS} ({MOVED_MAX_ROUNDS} where the case's instruction count moved) "
+        f"within what {WALL_TIME_ROUNDS} fixed rounds would cost, for those whose verdict is still "
+        "open); the gate sees smaller "
         f"changes with more, roughly as 1/sqrt(N); under {MIN_ROUNDS} it judges wall times by the "
         "history alone",
     )
@@ -81,7 +82,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=_positive,
         metavar="M",
         help="the rounds every wall time whose verdict is open after the first look gets "
-        f"(default: up to {MAX_ROUNDS}, shared within what {WALL_TIME_ROUNDS} fixed rounds would cost; "
+        f"(default: up to {MAX_ROUNDS}, {MOVED_MAX_ROUNDS} where the count moved, shared within what "
+        f"{WALL_TIME_ROUNDS} fixed rounds would cost; "
         "with --rounds N: N, no rounds added)",
     )
     parser.add_argument(

@@ -4,8 +4,8 @@ those get more rounds (`benchkit.stats.first_look` holds the rule and why the ga
 Input: the results as read after the first ``asv run`` and the pairs the job judges (each
 measured build against its predecessor, and a baseline). Output: a `TopUp`, the builds and
 the ``time_wall`` benchmarks to measure again, which the job hands to asv as data, and how
-many rounds each gets (`rounds_to_add`: up to the cap, within the budget of the fixed design,
-first to those whose case's instruction count moved).
+many rounds each gets (`rounds_to_add`: up to the cap of a `RoundsPlan`, within the budget of
+the fixed design, first and up to a higher cap to those whose case's instruction count moved).
 """
 
 from __future__ import annotations
@@ -15,11 +15,59 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from benchkit.history.results.read import LoadedResults
+from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, MOVED_MAX_ROUNDS, WALL_TIME_ROUNDS
 from benchkit.names import BenchmarkName, Metric
 from benchkit.report.check_decide import NOISE_CEILING
 from benchkit.report.noise import count_move, rounds_test
 from benchkit.report.rounds_window import rounds_of
 from benchkit.stats import FUTILITY_P, MIN_ROUNDS, Look, first_look
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundsPlan:
+    """The rounds a wall time gets per build: `first` at the first look; then an open one up to
+    `cap`, an open one whose case's instruction count moved up to `moved_cap`; with `budget`
+    (a fixed design's rounds) no more processes per build than that design would have run.
+    `futility_p`: the first look's (`benchkit.stats.first_look`)."""
+
+    first: int
+    cap: int
+    moved_cap: int
+    budget: int | None = None
+    futility_p: float = FUTILITY_P
+
+    @classmethod
+    def default(cls) -> RoundsPlan:
+        """`benchkit main`'s: 8 rounds, then up to 24 (48 where the count moved) within 12 fixed
+        rounds' processes (`benchkit.measure.walltime.timing`)."""
+        return cls(FIRST_LOOK_ROUNDS, MAX_ROUNDS, MOVED_MAX_ROUNDS, WALL_TIME_ROUNDS)
+
+    @classmethod
+    def fixed(cls, rounds: int) -> RoundsPlan:
+        """Every wall time `rounds` rounds, none added."""
+        return cls(rounds, rounds, rounds)
+
+    @classmethod
+    def unbudgeted(cls, first: int, cap: int, futility_p: float = FUTILITY_P) -> RoundsPlan:
+        """`first` rounds, every open wall time `cap` (`benchkit main --max-rounds`)."""
+        cap = max(first, cap)
+        return cls(first, cap, cap, None, futility_p)
+
+    @property
+    def adds(self) -> bool:
+        return max(self.cap, self.moved_cap) > self.first
+
+    @property
+    def highest(self) -> int:
+        return max(self.cap, self.moved_cap)
+
+    def describe(self) -> str:
+        if not self.adds:
+            return f"{self.first}"
+        text = f"{self.first}, up to {self.cap}"
+        if self.moved_cap != self.cap:
+            text += f" ({self.moved_cap} where the case's instruction count moved)"
+        return text + (f" within what {self.budget} fixed rounds would cost" if self.budget else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,15 +89,13 @@ def open_wall_times(
     loaded: LoadedResults,
     machine: str,
     pairs: Sequence[tuple[str, str]],
-    max_rounds: int,
+    plan: RoundsPlan,
     count_threshold: float,
-    futility_p: float = FUTILITY_P,
 ) -> TopUp:
     """The wall times whose verdict in any of `pairs` (base, head commits) is open after the
-    first look, on the sides that hold fewer than `max_rounds` rounds of them.
-    `count_threshold`: the gate's threshold for instruction counts (a case whose count moved
-    beyond it is tested as `benchkit.stats.first_look` says). `futility_p`: the look's
-    (scripts/bench_verdicts.py compares others)."""
+    first look, on the sides that hold fewer rounds of them than `plan`'s cap (its moved cap
+    for a case whose count moved). `count_threshold`: the gate's threshold for instruction
+    counts (a case whose count moved beyond it is tested as `benchkit.stats.first_look` says)."""
     looks: collections.Counter[Look] = collections.Counter()
     commits: dict[str, None] = {}
     benchmarks: set[str] = set()
@@ -69,15 +115,16 @@ def open_wall_times(
                 continue  # too few rounds for the test: the gate judges by the history
             moved = count_move(base_set, head_set, key, count_threshold)
             if test is not None:
-                look = first_look(test, NOISE_CEILING, max_rounds, futility_p, moved)
+                look = first_look(test, NOISE_CEILING, plan.cap, plan.futility_p, moved)
             else:  # enough rounds, too few at the fast level yet: more rounds may add some
                 look = Look.OPEN
             looks[look] += 1
             looked.add(key[0])
             if look is not Look.OPEN:
                 continue
+            cap = plan.moved_cap if moved else plan.cap
             for commit, m in ((base, a), (head, b)):
-                if rounds_of(m) < max_rounds:
+                if rounds_of(m) < cap:
                     commits.setdefault(commit)
                     benchmarks.add(BenchmarkName.parse(key[0]).benchmark)
                     if moved:
@@ -87,23 +134,25 @@ def open_wall_times(
     )
 
 
-def rounds_to_add(top_up: TopUp, first: int, cap: int, budget_rounds: int | None) -> dict[str, int]:
-    """Rounds to add to each open wall time after a first look of `first` rounds: up to `cap`,
-    and, with `budget_rounds` (the fixed design the adaptive one must not outspend, e.g.
-    `WALL_TIME_ROUNDS`), no more benchmark processes per build than that design would have run
-    beyond the first look on every judged wall time: (budget_rounds - first) x looked.
+def rounds_to_add(top_up: TopUp, plan: RoundsPlan) -> dict[str, int]:
+    """Rounds to add to each open wall time after `plan`'s first look: up to its cap, and, with
+    a budget (the fixed design the adaptive one must not outspend, e.g. `WALL_TIME_ROUNDS`), no
+    more benchmark processes per build than that design would have run beyond the first look on
+    every judged wall time: (budget - first) x looked.
 
-    The open wall times whose case's instruction count moved share the budget first: their
-    build runs other code there, so a change of time is likeliest there (and their test is the
-    corroborated one, `benchkit.stats.rounds_alpha`); the other open ones share what is left.
-    When few are open they all reach the cap; when many are, fewer rounds each."""
-    most = max(cap - first, 0)
-    if budget_rounds is None:
-        return {name: most for name in top_up.benchmarks}
-    budget = max(budget_rounds - first, 0) * max(top_up.looked, len(top_up.benchmarks))
+    The open wall times whose case's instruction count moved share the budget first, up to the
+    moved cap: their build runs other code there, so a change of time is likeliest there (and
+    their test is the corroborated one, `benchkit.stats.rounds_alpha`, whose power at a change
+    of a few percent needs more rounds than a machine's noise leaves in 24); the other open
+    ones share what is left. When few are open they all reach their cap; when many are, fewer
+    rounds each."""
+    most, most_moved = max(plan.cap - plan.first, 0), max(plan.moved_cap - plan.first, 0)
     moved = [name for name in top_up.benchmarks if name in top_up.moved]
     others = [name for name in top_up.benchmarks if name not in top_up.moved]
-    for_moved = min(most, budget // len(moved)) if moved else 0
+    if plan.budget is None:
+        return {**{name: most_moved for name in moved}, **{name: most for name in others}}
+    budget = max(plan.budget - plan.first, 0) * max(top_up.looked, len(top_up.benchmarks))
+    for_moved = min(most_moved, budget // len(moved)) if moved else 0
     left = budget - for_moved * len(moved)
     for_others = min(most, left // len(others)) if others else 0
     return {**{name: for_moved for name in moved}, **{name: for_others for name in others}}

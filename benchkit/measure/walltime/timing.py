@@ -45,10 +45,13 @@ WALL_TIME_ROUNDS = 12
 SAMPLES_PER_ROUND = 3
 # `benchkit main` instead looks twice: every wall time first gets FIRST_LOOK_ROUNDS, and only
 # those whose verdict is still open get more, up to MAX_ROUNDS (`benchkit.stats.first_look`),
-# together no more processes than WALL_TIME_ROUNDS would have run, those whose instruction
-# count moved first (`rounds_look.rounds_to_add`).
+# together no more processes than WALL_TIME_ROUNDS would have run. Those whose instruction
+# count moved come first, up to MOVED_MAX_ROUNDS (`rounds_look.rounds_to_add`): a change of a
+# few percent needs more rounds than 24 on a noisy machine (docs/verdicts.md), and a moved
+# count says where to spend them.
 FIRST_LOOK_ROUNDS = 8
 MAX_ROUNDS = 24
+MOVED_MAX_ROUNDS = 48
 
 # asv's own warm-up before the first sample (by default a tenth of a second of calls), and its
 # choice of ``number`` (one more block before the samples). A process here is already warm when
