@@ -61,14 +61,6 @@ class RoundsPlan:
     def highest(self) -> int:
         return max(self.cap, self.moved_cap)
 
-    def describe(self) -> str:
-        if not self.adds:
-            return f"{self.first}"
-        text = f"{self.first}, up to {self.cap}"
-        if self.moved_cap != self.cap:
-            text += f" ({self.moved_cap} where the case's instruction count moved)"
-        return text + (f" within what {self.budget} fixed rounds would cost" if self.budget else "")
-
 
 @dataclasses.dataclass(frozen=True)
 class TopUp:
