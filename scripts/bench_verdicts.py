@@ -219,10 +219,13 @@ def _asv_run(project: Project, commits: list[str], plan: Plan) -> None:
         hashfile.write_text("".join(f"{c}\n" for c in (commits if index % 2 == 0 else commits[::-1])))
         if block:
             project.env["BENCHKIT_WALL_ROUNDS"] = str(block)
-        interleave = len(blocks) == 1 and not plan.block_rounds
         project.asv(
             *asv_run_args(
-                f"HASHFILE:{hashfile}", [plan.bench], MACHINE, append=index > 0, interleave=interleave
+                f"HASHFILE:{hashfile}",
+                [plan.bench],
+                MACHINE,
+                append=index > 0,
+                interleave=not plan.block_rounds,
             )
         )
 
