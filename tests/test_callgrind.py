@@ -319,3 +319,24 @@ def test_counts_cli_writes_json(tmp_path: Path) -> None:
         [*BENCHKIT, "diff", str(profile), str(profile)], capture_output=True, text=True, cwd=REPO_ROOT
     )
     assert diff.returncode == 0, diff.stderr
+
+
+# What a counting child runs before a case's setup, then the name dynamo gives a compiled function.
+_COMPILED_FUNCTION_NAME = """
+from benchkit.measure.callgrind import child
+child._seed_randomness()
+from torch._dynamo.bytecode_transformation import unique_id
+print(unique_id("__compiled_fn", with_uuid=True))
+"""
+
+
+def test_dynamo_names_a_compiled_function_alike_in_every_counting_child() -> None:
+    names = {
+        subprocess.run(
+            [sys.executable, "-c", _COMPILED_FUNCTION_NAME], cwd=REPO_ROOT, capture_output=True, text=True,
+            check=True,
+        ).stdout.strip()
+        for _ in range(2)
+    }  # fmt: skip
+    assert len(names) == 1, names
+    assert names.pop().startswith("__compiled_fn_")

@@ -110,7 +110,7 @@ def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> 
         spec = json.loads((case_dir / f"{name}.json").read_text())
         # A torch.compile cache of the case's own, kept across batches (see _drive).
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec["inductor_dir"]
-        random.seed(0)  # setup's Python-level randomness (and libraries', e.g. temp names)
+        _seed_randomness()
 
         def after_probe() -> int:
             probe = ctl.probe_total(probe_prefix)
@@ -129,6 +129,22 @@ def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> 
     finally:
         os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable")
+
+
+def _seed_randomness() -> None:
+    """Make what a case's setup draws at random the same in every run: Python's `random` (and
+    what libraries draw from it) and `uuid.uuid4`, which otherwise reads the OS's entropy.
+    dynamo names each compiled function with a uuid4 and keeps that name in the caller's
+    globals, read on every call; with a new name in every run, a torch.compile case's count
+    differed between identical runs (docs/instruction_counts.md)."""
+    import uuid
+
+    random.seed(0)
+
+    def seeded_uuid4() -> uuid.UUID:
+        return uuid.UUID(int=random.getrandbits(128), version=4)
+
+    uuid.uuid4 = seeded_uuid4
 
 
 def _prime_translations(torch: Any, control_library: str) -> None:
