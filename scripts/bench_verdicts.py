@@ -31,6 +31,7 @@ itself, so the lock held by ``flock`` around it cannot deadlock it). Results lan
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -40,6 +41,7 @@ import subprocess
 import sys
 import time
 import timeit
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +58,13 @@ from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 from scripts.verdict_designs import judge_designs, mean_rounds, parse_design, slow_round_share  # noqa: E402
 
-WHEEL = installed_torch_wheel()  # BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel
+
+@functools.cache
+def torch_wheel() -> Path:
+    """BENCHKIT_TORCH_WHEEL, or the installed torch as a wheel (made on first use)."""
+    return installed_torch_wheel()
+
+
 MACHINE = "verdicts"
 COUNT_MOVED = 1.05  # instruction counts of an A/A head raised by this, for the corroborated alpha
 BUSY = "busy-aa"
@@ -127,7 +135,7 @@ def slowed_wheel(folder: Path, size: float, loops: int) -> Path:
         loop = f"        for _ in range({loops}):  # benchkit: +{size:g}%\n            pass\n"
         return source.replace(LINEAR_RETURN, loop + LINEAR_RETURN)
 
-    return patch_wheel_module(WHEEL, folder / WHEEL.name, LINEAR_FILE, slow_down)
+    return patch_wheel_module(torch_wheel(), folder / torch_wheel().name, LINEAR_FILE, slow_down)
 
 
 class Project:
@@ -180,17 +188,19 @@ def setup(root: Path, plan: Plan) -> tuple[Project, Builds]:
     project.config.write_text(json.dumps(config, indent=1))
     project.asv("machine", "--machine", MACHINE, "--yes")
     loops = calibrate(plan.sizes)
-    project.benchkit("history", "init", "--repo", str(root / "history"), str(WHEEL))
+    identical = torch_wheel()
+    project.benchkit("history", "init", "--repo", str(root / "history"), str(identical))
     for i in range(1, plan.aa_builds):
-        project.benchkit("history", "add", str(WHEEL), "--allow-duplicate", "--tag", f"aa-{i}",
+        project.benchkit("history", "add", str(identical), "--allow-duplicate", "--tag", f"aa-{i}",
                          "--asv-config", str(project.config))  # fmt: skip
     slowed: dict[float, list[str]] = {}
     for size in plan.sizes:
         wheel = slowed_wheel(root / "wheels" / f"slow{size:g}", size, loops[size])
         note = f"Linear.forward +{size:g}% ({loops[size]} empty loop iterations)"
         slowed[size] = [_add(project, wheel, f"slow-{size:g}pct-{k}", note) for k in range(plan.per_size)]
-    later = [_add(project, WHEEL, f"aa-later-{k}", "identical build, second run") for k in range(plan.cross)]
-    busy = _add(project, WHEEL, BUSY, "identical build, measured on a busy machine") if plan.busy else None
+    second_run, busy_note = "identical build, second run", "identical build, measured on a busy machine"
+    later = [_add(project, identical, f"aa-later-{k}", second_run) for k in range(plan.cross)]
+    busy = _add(project, identical, BUSY, busy_note) if plan.busy else None
     main = project.git("rev-list", "--reverse", "--first-parent", "main").split()
     every = [*main, *(c for commits in slowed.values() for c in commits), *later, *([busy] if busy else [])]
     if len(set(every)) != len(every):
@@ -317,7 +327,11 @@ def report(pairs: list[dict[str, Any]], sizes: tuple[float, ...]) -> str:
                 seen = [
                     (r["benchkit"] == "regression") if method == "benchkit" else r["asv"] == "+" for r in hit
                 ]
-                detect.append(f"{size:g}%: {sum(seen)}/{len(seen)}")
+                missed = Counter(r["benchkit"] for r, found in zip(hit, seen, strict=True) if not found)
+                how = ", ".join(f"{n} {status}" for status, n in sorted(missed.items()))
+                # How the gate judged what it missed: "can't tell" owns up to the noise, "unchanged" does not.
+                shown = f" (missed: {how})" if method == "benchkit" and how else ""
+                detect.append(f"{size:g}%: {sum(seen)}/{len(seen)}{shown}")
             fp = _false_positives(within, metric, method)
             cross = f", across two runs {_false_positives(across, metric, method)}" if across else ""
             lines.append(

@@ -6,6 +6,7 @@ import dataclasses
 import math
 import random
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -461,3 +462,23 @@ def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: P
     assert rounds_window.held_rounds(loaded, MACHINE, [base, head]) == {base: {key: 12}, head: {key: 8}}
     # Nothing added by this job (it held all it has): all of it stays.
     assert rounds_window.this_jobs_rounds(loaded, MACHINE, {base: {key: 12}}) == loaded
+
+
+def test_bench_verdicts_says_how_the_gate_judged_what_it_missed() -> None:
+    import importlib.util
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_verdicts.py"
+    spec = importlib.util.spec_from_file_location("bench_verdicts", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+
+    def trial(kind: object, status: str) -> dict[str, object]:
+        row = {"metric": "wall_time", "benchkit": status, "ratio": 1.02, "mdc": 0.05}
+        return {"kind": kind, "shifts": [], "rows": {"verdicts.verdicts_Linear_x.time_wall": row}}
+
+    statuses = ["regression", "can't tell", "can't tell", "unchanged"]
+    text = module.report([trial(2.0, s) for s in statuses] + [trial("aa", "unchanged")], (2.0,))
+    assert "detected 2%: 1/4 (missed: 2 can't tell, 1 unchanged)" in text
+    assert "false positives per A/A pair within a run 0/1" in text
