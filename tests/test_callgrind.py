@@ -321,10 +321,14 @@ def test_counts_cli_writes_json(tmp_path: Path) -> None:
     assert diff.returncode == 0, diff.stderr
 
 
-# What a counting child runs before a case's setup, then the name dynamo gives a compiled function.
+# What the compile template and then each of its children run before a case's setup, then the
+# name dynamo gives a compiled function.
 _COMPILED_FUNCTION_NAME = """
+import random
+import torch._dynamo
 from benchkit.measure.callgrind import child
-child._seed_randomness()
+child._draw_uuid4_from_random()
+random.seed(0)
 from torch._dynamo.bytecode_transformation import unique_id
 print(unique_id("__compiled_fn", with_uuid=True))
 """

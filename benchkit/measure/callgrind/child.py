@@ -110,7 +110,9 @@ def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> 
         spec = json.loads((case_dir / f"{name}.json").read_text())
         # A torch.compile cache of the case's own, kept across batches (see _drive).
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec["inductor_dir"]
-        _seed_randomness()
+        # Setup's Python-level randomness (and libraries', e.g. temp names); in the compile
+        # template also dynamo's names (`_draw_uuid4_from_random`).
+        random.seed(0)
 
         def after_probe() -> int:
             probe = ctl.probe_total(probe_prefix)
@@ -131,15 +133,15 @@ def _child(root: Path, name: str, ctl: Any, torch: Any, probe_prefix: bytes) -> 
     raise AssertionError("unreachable")
 
 
-def _seed_randomness() -> None:
-    """Make what a case's setup draws at random the same in every run: Python's `random` (and
-    what libraries draw from it) and `uuid.uuid4`, which otherwise reads the OS's entropy.
+def _draw_uuid4_from_random() -> None:
+    """Make `uuid.uuid4` draw from Python's `random` (seeded in each child) instead of the OS.
+
     dynamo names each compiled function with a uuid4 and keeps that name in the caller's
     globals, read on every call; with a new name in every run, a torch.compile case's count
-    differed between identical runs (docs/instruction_counts.md)."""
+    differed between identical runs. Done in the compile template only, where dynamo has
+    imported `uuid` already: the other cases' children allocate nothing new.
+    """
     import uuid
-
-    random.seed(0)
 
     def seeded_uuid4() -> uuid.UUID:
         return uuid.UUID(int=random.getrandbits(128), version=4)
@@ -254,6 +256,7 @@ def _compile_template(root: Path, ctl: Any, torch: Any, probe_prefix: bytes) -> 
         sys.stdin.buffer.readline()
         for module in COMPILE_MODULES:
             importlib.import_module(module)
+        _draw_uuid4_from_random()
         gc.collect()
         gc.freeze()
         os.write(1, b"ready compile\n")
