@@ -21,10 +21,10 @@ tenths of a percent. So a batch runs in a *place* of its own with a fixed name,
   install's) runs, and what torch's import lists and reads (the folder's
   entries; every distribution's metadata, scanned for entry points) is the same
   whether torch lives in a full site-packages or in a virtualenv's;
-* ``run`` -> this batch's folder (specs, logs, dumps), ``files/`` -> the control
-  extension and the C++ shards, ``torchscript/`` -> the artifacts (loaded by a
-  path relative to the working directory, which is the place), ``inductor`` ->
-  the torch.compile caches;
+* ``run`` -> this batch's folder (specs, logs, dumps), ``files/`` -- the control
+  extension (hard links: see `Place.hard_link`) and links to the C++ shards,
+  ``torchscript/`` -> the artifacts (loaded by a path relative to the working
+  directory, which is the place), ``inductor`` -> the torch.compile caches;
 * ``pyc`` -> the bytecode of every module the worker imports at start
   (``PYTHONPYCACHEPREFIX``), compiled from the place's paths with hash-checked
   headers before the batch (`Place.compile_bytecode`): an installation's own
@@ -120,6 +120,20 @@ class Place:
         if not path.is_symlink():
             path.parent.mkdir(parents=True, exist_ok=True)
             path.symlink_to(Path(target).resolve())
+        return path
+
+    def hard_link(self, target: Path, *parts: str) -> Path:
+        """The place's own name for the file `target` (a hard link at `parts`; a copy across
+        file systems). A loaded library's real path shows in the process's mappings
+        (`/proc/self/maps`): through a symbolic link the torch.compile cases' counts moved
+        with the length of benchkit's cache folder."""
+        path = self.root.joinpath(*parts)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(target, path)
+            except OSError:
+                shutil.copy2(target, path)
         return path
 
     def prepare(self, batch_root: Path, inductor_root: Path, site: dict[str, Path], bytecode: Path) -> None:

@@ -341,8 +341,8 @@ def collect(
         site = worker_site(torch_dir, import_dirs(torch_dir))
         place.prepare(root, inductor_root(), site, bytecode_root())
         # The worker's names for the control extension and its priming copy.
-        control_here = place.link(control, "files", control.name)
-        place.link(priming, "files", priming.parent.name, priming.name)
+        control_here = place.hard_link(control, "files", control.name)
+        place.hard_link(priming, "files", priming.parent.name, priming.name)
         # Natively, before any worker starts: the bytecode every worker reads at its start.
         # It compiles on one core while the batch is prepared (specs, C++ shards).
         failed_note = "compiling the worker's bytecode failed (it compiles its own)"
