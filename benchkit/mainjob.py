@@ -49,18 +49,17 @@ asv's results (`benchkit.settings_record.RunRecord`), which the summary and the 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from benchkit import settings, settings_record
+from benchkit import operator_rounds, settings, settings_record
+from benchkit.asv_runs import Progress, asv_run_args, asv_run_settings, run_asv
 from benchkit.errors import UserError
 from benchkit.history.builds import repo as history
 from benchkit.history.builds import source as source_checkout
@@ -78,37 +77,8 @@ from benchkit.history.results.read import (
 from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, SAMPLES_PER_ROUND
 
 if TYPE_CHECKING:
+    from benchkit.report.job_verdict import JudgedPair
     from benchkit.report.rounds_look import RoundsPlan, TopUp
-
-STEPS = 5
-
-
-class _Progress:
-    def __init__(self) -> None:
-        self.start = time.monotonic()
-
-    def step(self, number: int, text: str) -> None:
-        elapsed = time.monotonic() - self.start
-        print(f"\n==> [{number}/{STEPS}] {text}  (+{elapsed:.0f} s)", file=sys.stderr, flush=True)
-
-    def note(self, text: str) -> None:
-        print(f"    {text}", file=sys.stderr, flush=True)
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-
-def _asv(
-    args: Sequence[str], conf_path: Path, check: bool = True, env: Mapping[str, str] | None = None
-) -> int:
-    """Run asv on the config, its output streamed to the terminal (asv prints its own progress)."""
-    command = [sys.executable, "-m", "asv", *args, "--config", str(conf_path)]
-    print("    $ " + " ".join(["asv", *args]), file=sys.stderr, flush=True)
-    code = subprocess.run(command, cwd=conf_path.parent, env=None if env is None else dict(env)).returncode
-    if check and code != 0:
-        raise UserError(f"`asv {' '.join(args)}` failed with exit code {code}")
-    return code
 
 
 def ensure_machine(conf_path: Path, machine: str | None) -> str:
@@ -137,36 +107,6 @@ def ensure_machine(conf_path: Path, machine: str | None) -> str:
         file=sys.stderr,
     )
     return name
-
-
-def asv_run_args(
-    commits: str, bench: Sequence[str], machine: str | None, append: bool = False, interleave: bool = True
-) -> list[str]:
-    """``commits``: an asv range, e.g. ``ALL`` or ``HASHFILE:path``. Rounds and samples are
-    the suite's own (the settings' ``wall_rounds``, in the environment, change the rounds).
-    `append`: add the new rounds' samples to the commits' results instead of replacing them.
-    `interleave`: a round of every commit, then the next round (else every round of a commit,
-    then the next commit, in the order given)."""
-    args = ["run", commits, "--record-samples", "--show-stderr"]
-    if interleave:
-        args.append("--interleave-rounds")
-    if append:
-        args.append("--append-samples")
-    for regex in bench:
-        args += ["--bench", regex]
-    if machine:
-        args += ["--machine", machine]
-    return args
-
-
-def _run_settings(
-    config: settings.Settings, machine: str, results_dir: Path, rounds: int, bench: Sequence[str]
-) -> settings.Settings:
-    selection = settings.Selection(
-        settings.SelectionSource.GIVEN, uuid.uuid4().hex, tuple(bench) if bench else None
-    )
-    asv = settings.AsvRunSettings(rounds, machine, results_dir.resolve(), selection)
-    return dataclasses.replace(config, asv=asv)
 
 
 def record_settings(
@@ -211,7 +151,7 @@ def add_rounds(
     top_up: TopUp,
     added: Mapping[str, int],
     source: PipSource = PIP_CONFIG,
-    progress: _Progress | None = None,
+    progress: Progress | None = None,
 ) -> int:
     """More interleaved rounds of `top_up`'s wall times on its builds (`added`: rounds per
     benchmark, `rounds_look.rounds_to_add`), appended to the samples they have (every other
@@ -219,7 +159,7 @@ def add_rounds(
     build is a fresh forkserver: rounds forked from one server in a block, one build after the
     other, are not independent draws (scripts/bench_verdicts.py --block-rounds measures their
     false alarms). asv's highest exit code (0 when there is nothing)."""
-    progress = progress or _Progress()
+    progress = progress or Progress()
     groups: dict[int, list[str]] = {}
     for name in top_up.benchmarks:
         if added.get(name, 0) >= 1:
@@ -231,13 +171,13 @@ def add_rounds(
             f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
         )
         regexes = ["^" + re.escape(name) + "$" for name in names]
-        run_settings = _run_settings(settings.current(), machine, results_dir, rounds, regexes)
+        run_settings = asv_run_settings(settings.current(), machine, results_dir, rounds, regexes)
         env = {**settings.child_environ(run_settings), **dict(source.environ)}
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
             hashfile = Path(scratch) / "commits.txt"
             hashfile.write_text("".join(f"{c}\n" for c in top_up.commits))
-            run_code = _asv(
+            run_code = run_asv(
                 asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append=True), conf_path, False, env
             )
         progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
@@ -245,6 +185,31 @@ def add_rounds(
             raise UserError(f"asv run was killed (signal {-run_code}); run `benchkit main` again to resume")
         code = max(code, run_code)
     return code
+
+
+def _operator_replicates(
+    conf_path: Path,
+    conf: Any,
+    machine: str,
+    pairs: Sequence[JudgedPair],
+    bench: Sequence[str],
+    source: PipSource,
+    progress: Progress,
+) -> tuple[dict[str, dict[tuple[str, str], int]], int]:
+    """The judged builds' operator timings again, interleaved (`benchkit.operator_rounds`): the
+    replicates each held before (which the verdict leaves out) and asv's exit code; nothing
+    when the selection has no operator timing."""
+    commits = list(dict.fromkeys(c for p in pairs for c in (p.base, p.head)))
+    before = read_results(conf)
+    if not _selects_any(before.infos, operator_rounds.replicate_regexes(bench)):
+        return {}, 0
+    held = operator_rounds.replicates_held(before, machine, commits)
+    code = operator_rounds.add_operator_rounds(
+        conf_path, Path(conf.results_dir), machine, commits, bench, source, progress
+    )
+    if code < 0:
+        raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
+    return held, code
 
 
 def publish(conf_path: Path, skip_damaged: bool = False, loaded: LoadedResults | None = None) -> Path:
@@ -307,7 +272,7 @@ def _run_main_job(
     from benchkit import names
     from benchkit.report import check, job_verdict, rounds_look, rounds_window, run_summary
 
-    progress = _Progress()
+    progress = Progress()
     conf = load_asv_config(conf_path)  # read once: every step below is handed this
     if bench:  # any name a user sees for a case (its readable key too) -> asv's names
         from benchkit.define.expand import asv_bench_regexes
@@ -373,13 +338,15 @@ def _run_main_job(
         progress.note(f"{finished} build(s) finished by an earlier run (--rerun measures again)")
     # asv tells its benchmark processes neither the machine and results folder (where profiles
     # go) nor the -b selection (what setup_cache measures): the job says them.
-    run_settings = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, bench)
+    pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit) if len(main_commits) >= 2 else []
+    # A judged build's operator replicates come from the operator rounds: its main run only compiles.
+    config = operator_rounds.main_run_settings(settings.current()) if pairs else settings.current()
+    run_settings = asv_run_settings(config, machine_name, Path(conf.results_dir), rounds, bench)
     # pip in asv's environment builds leaves out the indexes that did not answer, too.
     env = {**settings.child_environ(run_settings), **dict(source.environ)}
     run_code = 0
     for found in set_aside_damaged(conf, machine_name, todo):
         progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")
-    pairs = job_verdict.judged_pairs(main_commits, todo, baseline_commit) if len(main_commits) >= 2 else []
     # Predecessors (and a baseline) an earlier job measured: their wall times again, beside the
     # new builds', so that the verdict compares rounds of one time window (`rounds_window`).
     earlier = list(dict.fromkeys(p.base for p in pairs if p.base not in todo)) if todo else []
@@ -404,13 +371,13 @@ def _run_main_job(
             # Each asv command its own selection and id (what its setup_cache measures and shares).
             run_env = env
             if regexes is not bench:
-                own = _run_settings(settings.current(), machine_name, Path(conf.results_dir), rounds, regexes)
+                own = asv_run_settings(config, machine_name, Path(conf.results_dir), rounds, regexes)
                 run_env = {**settings.child_environ(own), **dict(source.environ)}
             with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
                 hashfile = Path(scratch) / "commits.txt"
                 hashfile.write_text("".join(f"{c}\n" for c in commits))
                 args = asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append)
-                code = _asv(args, conf_path, False, run_env)
+                code = run_asv(args, conf_path, False, run_env)
             if code < 0:
                 raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
             run_code = max(run_code, code)
@@ -443,6 +410,12 @@ def _run_main_job(
                 conf_path, Path(conf.results_dir), machine_name, top_up, added_rounds, source, progress
             )
             run_code = max(run_code, added)
+        if pairs:
+            replicated, ops_code = _operator_replicates(
+                conf_path, conf, machine_name, pairs, bench, source, progress
+            )
+            run_code = max(run_code, ops_code)
+            held = {c: {**held.get(c, {}), **replicated.get(c, {})} for c in {*held, *replicated}}
         # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
         complete = run_summary.complete_builds(conf, expected, todo)
         ledger.record(complete)
@@ -456,7 +429,7 @@ def _run_main_job(
     # Any other `asv run` on these results (e.g. `-b REGEX` or another suite selection) rewrites
     # benchmarks.json, and asv publish draws graphs only for what it lists: rediscover first,
     # with the run's rounds, so that benchmarks.json says what was run.
-    _asv(["run", "--python=same", "--bench", "just-discover"], conf_path, False, env)
+    run_asv(["run", "--python=same", "--bench", "just-discover"], conf_path, False, env)
     # Read once; the site, the summary and the gate all report on this same reading.
     damaged: list[DamagedFile] | None = [] if skip_damaged else None
     loaded = read_results(conf, damaged)
@@ -475,7 +448,10 @@ def _run_main_job(
     code = 1 if problems else 0
     if pairs:
         # The verdict is about this run's builds: each against its predecessor (and a baseline).
-        verdict = job_verdict.judge_run(loaded, conf_path, machine_name, pairs, dict(labels), bench, held)
+        # With builds measured, every pair's wall times came from one interleaved run of this job.
+        verdict = job_verdict.judge_run(
+            loaded, conf_path, machine_name, pairs, dict(labels), bench, held, interleaved=bool(todo)
+        )
         sys.stdout.write(verdict.markdown)
         problems.extend(verdict.problems)
         code = max(code, verdict.exit_code)

@@ -115,6 +115,12 @@ class Metric(enum.Enum):
         return self.lower_is_better is None
 
     @property
+    def replicated(self) -> bool:
+        """Recorded as one asv sample per timing process (a replicate), asv's value their
+        median: the operator timings, which the gate judges by those replicates."""
+        return self in (Metric.EAGER_SECONDS, Metric.COMPILED_SECONDS, Metric.COMPILED_OVER_EAGER)
+
+    @property
     def kind(self) -> MetricKind:
         """How the gate judges it when benchmarks.json has its unit (`BenchmarkName.judged_as`)."""
         return kind_of_unit(self.unit)
@@ -254,6 +260,13 @@ def metric_regexes(bench: Sequence[str], metric: Metric, keep: bool) -> list[str
     method at the end of the name (before asv's parameters, if any)."""
     method = re.escape("." + metric.method) + r"(\(.*\))?$"
     guard = f"(?=.*{method})" if keep else f"(?!.*{method})"
+    return [f"^{guard}.*?(?:{regex})" for regex in bench] or [f"^{guard}"]
+
+
+def metrics_regexes(bench: Sequence[str], metrics: Sequence[Metric]) -> list[str]:
+    """asv ``-b`` regexes that select, of what `bench` selects, the benchmarks of any of `metrics`."""
+    methods = "|".join(re.escape(m.method) for m in metrics)
+    guard = rf"(?=.*\.(?:{methods})(\(.*\))?$)"
     return [f"^{guard}.*?(?:{regex})" for regex in bench] or [f"^{guard}"]
 
 

@@ -38,6 +38,7 @@ class Var(enum.Enum):
     INDUCTOR_COLD = "BENCHKIT_INDUCTOR_COLD"
     OPERATOR_PROCESSES = "BENCHKIT_OPERATOR_PROCESSES"
     OPERATOR_ROUNDS = "BENCHKIT_OPERATOR_ROUNDS"
+    OPERATOR_REPLICATES = "BENCHKIT_OPERATOR_REPLICATES"
     OPERATORS_JSON = "BENCHKIT_OPERATORS_JSON"
     OPERATOR_LOGS = "BENCHKIT_OPERATOR_LOGS"
     RECOUNT = "BENCHKIT_RECOUNT"
@@ -85,6 +86,10 @@ class MeasureSettings:
     inductor_cold: bool = False
     operator_processes: int | None = None  # None: the suite's default for the device
     operator_rounds: int | None = None
+    # Every asv round times the operators afresh, in one process: a replicate per round, which
+    # the main job interleaves across builds (`benchkit.operator_rounds`); else the first
+    # round's timing serves the whole asv command.
+    operator_replicates: bool = False
     operators_json: Path | None = None  # a file that also receives the operator timing
     operator_logs: tuple[Path, ...] = ()  # empty: the default operator set
     recount: bool = False  # ignore (and replace) stored instruction counts
@@ -224,6 +229,7 @@ def read(environ: Mapping[str, str]) -> Settings:
             # 0 times nothing: the operator suite's setup fails, every operator benchmark with it.
             operator_processes=_count(environ, Var.OPERATOR_PROCESSES, "processes", least=0),
             operator_rounds=_count(environ, Var.OPERATOR_ROUNDS, "rounds"),
+            operator_replicates=_flag(environ, Var.OPERATOR_REPLICATES, False),
             operators_json=_path(environ, Var.OPERATORS_JSON),
             operator_logs=_paths(environ, Var.OPERATOR_LOGS),
             recount=_flag(environ, Var.RECOUNT, False),
@@ -275,6 +281,7 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.INDUCTOR_COLD: "1" if measure.inductor_cold else None,
         Var.OPERATOR_PROCESSES: _optional(measure.operator_processes),
         Var.OPERATOR_ROUNDS: str(measure.operator_rounds) if measure.operator_rounds else None,
+        Var.OPERATOR_REPLICATES: "1" if measure.operator_replicates else None,
         Var.OPERATORS_JSON: str(measure.operators_json) if measure.operators_json else None,
         Var.OPERATOR_LOGS: _join(measure.operator_logs) or None,
         Var.RECOUNT: "1" if measure.recount else None,

@@ -269,6 +269,84 @@ def fast_level_test(before: Sequence[float], after: Sequence[float]) -> RoundsTe
     return RoundsTest(change, se, df, len(before), len(after), len(fast_a), len(fast_b))
 
 
+# ---------------------------------------------------------------- replicates: operator timings
+#
+# An operator timing's replicate is one timing process: it runs every input of the operator set
+# and keeps, per input, the fastest of its rounds. What a process fixes for its lifetime (where
+# code and buffers landed) moves all of its rounds alike, so processes, not rounds, are the
+# replicates. Two builds' replicates of one figure are compared by a t-test on their logs (no fast
+# band: the speedup ratio is a quotient of two timings, and a burst can move it either way).
+#
+# A comparison has a few replicates of each of many figures, and a variance from a few replicates
+# is itself noisy: a t-test on 5 degrees of freedom needs t = 10 for p = 1e-4. The figures of one
+# metric share most of their noise's size, so each figure's variance is moderated towards the
+# metric's (Smyth's empirical Bayes, 2004, as limma does for many genes and few arrays): the prior
+# is estimated from all of the pair's figures of that metric, each figure's variance is a weighted
+# mean of its own and the prior's, and the test's degrees of freedom are its own plus the prior's.
+# A figure much noisier than the others keeps most of its own variance (its weight grows with its
+# degrees of freedom), so it is not judged as if it were quiet.
+
+MIN_REPLICATES = 4  # per side: a variance needs a few, and the main job measures more
+MIN_PRIOR_FIGURES = 10  # figures of one metric, for a variance prior
+MAX_PRIOR_DF = 1000.0  # "every figure's variance alike"
+
+
+@dataclasses.dataclass(frozen=True)
+class VariancePrior:
+    """The variance of a metric's replicates across its figures (log scale), and its degrees of
+    freedom: how many replicates' worth of evidence it adds to each figure's own variance."""
+
+    variance: float
+    df: float
+
+
+def _trigamma_inverse(value: float) -> float:
+    """x with trigamma(x) = value (trigamma falls from +inf to 0 on (0, inf))."""
+    from scipy.optimize import brentq
+    from scipy.special import polygamma
+
+    return float(brentq(lambda x: float(polygamma(1, x)) - value, 1e-8, 1e8))
+
+
+def variance_prior(variances: Sequence[tuple[float, int]]) -> VariancePrior | None:
+    """Smyth's method-of-moments prior from (variance, degrees of freedom) of many figures; None
+    with fewer than `MIN_PRIOR_FIGURES` positive variances."""
+    from scipy.special import digamma, polygamma
+
+    found = [(v, d) for v, d in variances if v > 0 and d > 0]
+    if len(found) < MIN_PRIOR_FIGURES:
+        return None
+    e = [math.log(v) - float(digamma(d / 2)) + math.log(d / 2) for v, d in found]
+    mean = statistics.fmean(e)
+    excess = statistics.variance(e) - statistics.fmean(float(polygamma(1, d / 2)) for _, d in found)
+    df = MAX_PRIOR_DF if excess <= 0 else min(MAX_PRIOR_DF, 2 * _trigamma_inverse(excess))
+    variance = math.exp(mean + float(digamma(df / 2)) - math.log(df / 2))
+    return VariancePrior(variance, df)
+
+
+def pooled_variance(before: Sequence[float], after: Sequence[float]) -> tuple[float, int]:
+    """The two sides' pooled variance around their own means, and its degrees of freedom."""
+    df = len(before) + len(after) - 2
+    squares = sum((v - statistics.fmean(side)) ** 2 for side in (before, after) for v in side)
+    return squares / df, df
+
+
+def replicate_test(
+    before: Sequence[float], after: Sequence[float], prior: VariancePrior | None = None
+) -> RoundsTest | None:
+    """The t-test of `after`'s replicates (log values) against `before`'s, its variance moderated
+    by `prior` where there is one; None when a side has fewer than `MIN_REPLICATES`."""
+    if min(len(before), len(after)) < MIN_REPLICATES:
+        return None
+    variance, df = pooled_variance(before, after)
+    if prior is not None:
+        variance = (prior.df * prior.variance + df * variance) / (prior.df + df)
+        df = df + prior.df
+    change = statistics.fmean(after) - statistics.fmean(before)
+    se = math.sqrt(variance * (1 / len(before) + 1 / len(after)))
+    return RoundsTest(change, se, df, len(before), len(after), len(before), len(after))
+
+
 # ---------------------------------------------------------------- two looks at the rounds
 #
 # `benchkit main` measures every wall time with a first look's rounds, then adds rounds, up to

@@ -36,6 +36,8 @@ RANKS = {
     "callgrind_track": 2,  # the Callgrind stage's public entry
     "history": 3,
     "report": 4,
+    "asv_runs": 5,  # running asv from the jobs
+    "operator_rounds": 5,  # the main job's interleaved operator replicates
     "mainjob": 5,
     "cli": 6,
 }

@@ -19,7 +19,8 @@ from benchkit.report.check_config import parse_check_config
 from benchkit.report.check_status import Status, exit_effect
 from benchkit.report.check_types import Comparison
 from benchkit.report.excursions import DisturbedBuild
-from benchkit.report.noise import EnvShift, HistoryNoise, PairNoise
+from benchkit.report.noise import HistoryNoise
+from benchkit.report.shifts import EnvShift, PairNoise
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "verdicts.md"
 BEGIN = "<!-- decision table:"

@@ -145,6 +145,24 @@ def test_a_common_wall_time_shift_is_the_environment_not_torch(tmp_path: Path) -
     assert WALL.format("C00") in regressions and WALL.format("C01") not in regressions
 
 
+def test_a_common_shift_of_builds_measured_interleaved_is_the_builds_and_is_judged(tmp_path: Path) -> None:
+    """The same results as above, but the caller measured both builds interleaved (the main
+    job): the machine cannot have moved between them, so the shift is reported once as the
+    build's, with its interval, and every wall time is judged by its own test."""
+    project = _shift_project(tmp_path, head_wall=1.5)
+    loaded = check.read_results(check.load_asv_config(project.config))
+    config = check.check_config_for(project.config)
+    base, head = commit_hash(0)[:8], commit_hash(1)[:8]
+    verdict = check.judge_results(base, head, loaded, config, interleaved=True)
+    others = [c for c in verdict.comparisons if c.name in {WALL.format(f"C{k:02d}") for k in range(1, 15)}]
+    assert {c.status for c in others} == {"regression"}
+    assert not any("explained by" in c.note for c in others)
+    assert verdict.shifts == () and "#### Environment" not in verdict.markdown
+    build_wide = verdict.markdown.split("#### Build-wide change")[1].split("####")[0]
+    assert "build-wide change of ×1.499 (99.9 % interval ×1.495 to ×1.503)" in build_wide
+    assert "14 of 14 wall times whose instruction count did not move were slower" in build_wide
+
+
 def test_a_steady_wall_time_under_an_environment_shift_is_not_unchanged(tmp_path: Path) -> None:
     """13 of 15 cases ×1.5 slower, C14 the same as before: on a machine that moved, "no change"
     is as much the machine's as a change is."""

@@ -32,16 +32,10 @@ from benchkit.report.excursions import DisturbedBuild, disturbed_builds
 from benchkit.report.kernel_marks import label_step
 from benchkit.report.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
 from benchkit.report.kernels import is_kernel_record
-from benchkit.report.noise import (
-    INSTRUCTIONS_SIGMA,
-    build_shift,
-    case_of,
-    round_drifts,
-    value_sigma,
-    wall_level,
-)
+from benchkit.report.noise import INSTRUCTIONS_SIGMA, case_of, value_sigma, wall_level
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
 from benchkit.report.segments import FALSE_STEP_RATE, fit_levels
+from benchkit.report.shifts import build_shift, round_drifts
 from benchkit.report.step_types import Step
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
 

@@ -70,6 +70,7 @@ from benchkit.history.results.read import (
     resolve_commit,
 )
 from benchkit.names import BenchmarkName, MetricKind, benchmark_key
+from benchkit.report.budget import apply_budget
 from benchkit.report.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS re-exported)
     DEFAULT_CONFIG_NAMES,
     METRIC_LABELS,
@@ -108,9 +109,10 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
 )
 from benchkit.report.check_types import Comparison, Verdict
 from benchkit.report.kernel_marks import mark_kernels
-from benchkit.report.noise import HistoryNoise, PairNoise, history_sigmas, pair_noise
+from benchkit.report.noise import HistoryNoise, history_sigmas
 from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
 from benchkit.report.run_summary import settings_differences
+from benchkit.report.shifts import PairNoise, pair_noise
 from benchkit.settings_record import records_of
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
@@ -165,17 +167,21 @@ def compare_pair(
     units: Mapping[str, str | None],
     config: CheckConfig,
     history: Mapping[tuple[str, str], HistoryNoise] | None = None,
+    interleaved: bool = False,
 ) -> tuple[list[Comparison], PairNoise]:
-    """Every benchmark of the pair, judged with its noise and the pair's environment shifts."""
+    """Every benchmark of the pair, judged with its noise and the pair's environment shifts
+    (`interleaved`: both builds' wall times came from one interleaved run, `PairNoise`), each
+    flag held to the pair's error budget (`benchkit.report.budget`)."""
     metric_of = metric_judge(units, config)
-    pair = pair_noise(base, head, history or {}, metric_of, config.thresholds["instructions"])
+    count_threshold = config.thresholds["instructions"]
+    pair = pair_noise(base, head, history or {}, metric_of, count_threshold, interleaved)
     keys = sorted(set(base.measurements) | set(head.measurements))
     out = []
     for name, env in keys:
         unit = units.get(benchmark_key(name))
         before, after = base.measurements.get((name, env)), head.measurements.get((name, env))
         out.append(compare_one(name, env, unit, before, after, config, pair))
-    return mark_kernels(mark_cache_states(out, base, head), base, head), pair
+    return mark_kernels(mark_cache_states(apply_budget(out), base, head), base, head), pair
 
 
 def compare(
@@ -257,9 +263,11 @@ def judge_results(
     env: str | None = None,
     show_unchanged: bool = False,
     bench: Sequence[str] = (),
+    interleaved: bool = False,
 ) -> Verdict:
     """`run_check` over results already read, as the main job has them (asv's config is
-    `loaded.conf`): raises and returns as `run_check` does."""
+    `loaded.conf`): raises and returns as `run_check` does. `interleaved`: the caller measured
+    both builds' wall times in one interleaved run (the main job's pairs)."""
     conf = loaded.conf
     machine = _machine_with_results(conf, machine)
     sets, whole = [], []
@@ -281,17 +289,19 @@ def judge_results(
         )
     units = loaded.units
     noise = history_noise(history, units, config)
-    comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise)
+    comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise, interleaved)
     # Whether a side is a disturbed build is the whole build's property: every benchmark counts.
     metric_of = metric_judge(units, config)
     disturbed = disturbed_sides(history, whole[0], whole[1], metric_of, config.thresholds["instructions"])
     comparisons = mark_disturbed(comparisons, disturbed)
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
     shifts = [s.describe() for s in pair.shifts]
+    build_wide = [pair.build_wide.describe_build_wide()] if pair.build_wide else []
     reasons = not_judged_reasons(comparisons, disturbed)
     # What the two runs were told (recorded beside asv's results): rounds, inductor cache state...
     records = [records_of(Path(conf.results_dir), machine, s.commit) for s in sets]
     differed = settings_differences(records[0], records[1], (base, head))
     return render(
-        comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons, differed
-    )
+        comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons, differed,
+        build_wide,
+    )  # fmt: skip

@@ -21,7 +21,8 @@ from benchkit.names import MetricKind
 from benchkit.report.check_config import Override
 from benchkit.report.check_format import format_percent
 from benchkit.report.check_status import Status
-from benchkit.report.noise import Noise, PairNoise, estimate
+from benchkit.report.noise import Noise, estimate, replicated_metric
+from benchkit.report.shifts import PairNoise
 
 # A threshold of 0 in the config means "from the noise": the benchmark's minimum
 # detectable change (MDC) at the stated false-positive rate is its threshold. Without a
@@ -81,9 +82,12 @@ def noise_of(
     assert before.value is not None and after.value is not None
     if before.value <= 0 or after.value <= 0:
         return None
+    replicated = replicated_metric(key[0])
     if pair is None:
-        return estimate(metric, before, after, None)
-    return estimate(metric, before, after, pair.history.get(key), pair.count_moves.get(key))
+        return estimate(metric, before, after, None, replicated=replicated is not None)
+    history, moved = pair.history.get(key), pair.count_moves.get(key)
+    prior = pair.replicate_priors.get(replicated) if replicated is not None else None
+    return estimate(metric, before, after, history, moved, replicated is not None, prior)
 
 
 def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:
@@ -150,10 +154,10 @@ def environment_verdict(status: Status, key: Key, noise: Noise, pair: PairNoise,
     """A wall-time change the environment may explain: not torch's, unless its counts moved too."""
     if pair.count_moves.get(key):
         return status, join("instruction count moved too", why)
-    if pair.between is not None:
+    if pair.environment is not None:
         # No "beyond the shift": a busy machine slows benchmarks by different factors
         # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
-        return Status.CANT_TELL, join(f"explained by the {pair.between.short()}", why)
+        return Status.CANT_TELL, join(f"explained by the {pair.environment.short()}", why)
     drifts = pair.drifts(noise.by_rounds)
     if drifts:
         shifts = "; ".join(s.short() for s in drifts)
@@ -169,5 +173,5 @@ def shift_of(pair: PairNoise | None, key: Key, by_rounds: bool = False) -> str:
     (asv interleaved both builds' rounds) is in the test's spread."""
     if pair is None:
         return ""
-    shifts = ([pair.between] if pair.between is not None else []) + list(pair.drifts(by_rounds))
+    shifts = ([pair.environment] if pair.environment is not None else []) + list(pair.drifts(by_rounds))
     return "; ".join(s.short() for s in shifts)

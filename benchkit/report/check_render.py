@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from benchkit.report.budget import family_budget
 from benchkit.report.check_config import METRIC_LABELS, METRICS, CheckConfig
 from benchkit.report.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
 from benchkit.report.check_status import (
@@ -78,6 +79,7 @@ def render(
     shifts: Sequence[str] = (),
     not_judged: Sequence[str] = (),
     settings_differ: Sequence[str] = (),
+    build_wide: Sequence[str] = (),
 ) -> Verdict:
     by_status: dict[Status, list[Comparison]] = {}
     for c in comparisons:
@@ -112,8 +114,11 @@ def render(
         "",
         f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}; "
         f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark "
-        f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way).",
+        f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way); "
+        f"{family_budget(comparisons).describe()}.",
     ]
+    if build_wide:
+        lines += ["", "#### Build-wide change", "", *(f"- {md_escape(s)}" for s in build_wide)]
     if shifts:
         lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
         lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]

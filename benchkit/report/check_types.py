@@ -50,5 +50,5 @@ class Verdict:
     markdown: str
     comparisons: tuple[Comparison, ...]
     problems: tuple[str, ...] = ()  # why the comparison is incomplete (`check_render.unjudged_metrics`)
-    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.noise.EnvShift`)
+    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.shifts.EnvShift`)
     not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.not_judged`)

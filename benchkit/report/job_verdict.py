@@ -72,10 +72,12 @@ def judge_run(
     labels: Mapping[str, str],
     bench: Sequence[str] = (),
     held: rounds_window.Held | None = None,
+    interleaved: bool = False,
 ) -> JobVerdict:
     """`benchkit check` on every pair, and the history's steps that start at a judged build.
     `held`: builds an earlier job measured and this one measured again, with the wall-time
-    rounds they held before it: the pairs judge their wall times by this job's rounds only."""
+    rounds they held before it: the pairs judge their wall times by this job's rounds only.
+    `interleaved`: this job measured every pair's wall times in one interleaved run."""
     parts: list[str] = []
     problems: list[str] = []
     code = 0
@@ -88,7 +90,7 @@ def judge_run(
             parts.append(f"\nWall times: {base}'s rounds measured again by this job, beside {head}.\n")
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
-            verdict = judge_results(base, head, window, config, machine, bench=bench)
+            verdict = judge_results(base, head, window, config, machine, bench=bench, interleaved=interleaved)
         except UserError as e:
             problems.append(f"could not compare {base} and {head}: {e}")
             code = max(code, 2)

@@ -1,5 +1,5 @@
-"""How noisy each benchmark is, estimated from what asv recorded, and shifts of the
-environment that move many wall times at once.
+"""How noisy each benchmark is, estimated from what asv recorded (the environment's shifts,
+which move many wall times at once, are `benchkit.report.shifts`).
 
 A fixed threshold (×1.10 for wall time) says nothing about whether a benchmark's
 run-to-run noise lets such a change be seen: on a shared machine two runs of the *same*
@@ -29,8 +29,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import BenchmarkName, Metric, MetricKind
@@ -38,18 +37,21 @@ from benchkit.report.kernels import kernel_changed
 from benchkit.stats import (
     ALPHA,
     CORROBORATED_ALPHA,
+    MIN_REPLICATES,
     MIN_ROUNDS,
     RoundsTest,
+    VariancePrior,
     corroborated,
     fast_level,
     fast_level_test,
     log_samples,
-    median_shift_p,
     minimum_detectable_change,
+    pooled_variance,
+    replicate_test,
     robust_sigma,
     round_values,
     rounds_alpha,
-    sign_test_p,
+    variance_prior,
     z_two_sided,
 )
 
@@ -60,9 +62,6 @@ MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spr
 # (`scripts/bench_callgrind.py` measures it), so only a noisier history (e.g.
 # allocator-dependent counts) widens it.
 INSTRUCTIONS_SIGMA = 1e-4
-SHIFT_P = 0.001  # sign test across benchmarks: how lopsided a common shift must be
-SPREAD_FACTOR = 3.0  # median spread ratio that marks a disturbed machine (see `spread_shift`)
-MIN_SPREAD_CASES = 5
 Key = tuple[str, str]  # (benchmark name with params, asv environment)
 
 
@@ -89,7 +88,7 @@ def counts_name(name: str) -> str:
     return str(BenchmarkName.parse(name).with_metric(Metric.INSTRUCTIONS))
 
 
-def _log_ratio(before: Measurement | None, after: Measurement | None) -> float | None:
+def log_ratio(before: Measurement | None, after: Measurement | None) -> float | None:
     if before is None or after is None or not (before.has_number and after.has_number):
         return None
     if before.version and after.version and before.version != after.version:
@@ -105,7 +104,7 @@ def count_move(base: ResultSet, head: ResultSet, key: Key, count_threshold: floa
     threshold; None: not known (no count on a side)."""
     name, env = key
     other = (counts_name(name), env)
-    d = _log_ratio(base.measurements.get(other), head.measurements.get(other))
+    d = log_ratio(base.measurements.get(other), head.measurements.get(other))
     if d is None:
         return None
     return 0 if abs(d) <= math.log1p(count_threshold) else (1 if d > 0 else -1)
@@ -130,6 +129,8 @@ class Noise:
     critical: float = Z_ALPHA
     change: float | None = None
     rounds: str = ""  # a rounds test's processes, "12+12"; empty for the other sources
+    df: float | None = None  # the test's degrees of freedom (Welch's); None: the normal z
+    alpha: float = ALPHA  # the test's two-sided false-alarm rate per figure, as `critical` says
 
     @property
     def mdc(self) -> float | None:
@@ -139,6 +140,22 @@ class Noise:
     def by_rounds(self) -> bool:
         """Judged by the rounds test (its own change estimate and test), not asv's values."""
         return self.change is not None
+
+    def p_value(self, log_ratio: float) -> float | None:
+        """Two-sided p of `log_ratio` under this noise (Welch's t with `df`, else the normal);
+        None where the noise is unknown."""
+        if self.sigma is None:
+            return None
+        if self.sigma <= 0:
+            return 0.0 if log_ratio else 1.0
+        score = abs(log_ratio) / self.sigma
+        if self.df is None:
+            from statistics import NormalDist
+
+            return 2 * (1 - NormalDist().cdf(score))
+        from scipy.stats import t
+
+        return float(2 * t.sf(score, self.df))
 
     def detects(self, log_ratio: float) -> bool:
         # No change is never "beyond noise", even where the noise is zero.
@@ -163,7 +180,7 @@ def history_sigmas(
     diffs: dict[Key, list[float]] = {}
     for a, b in itertools.pairwise(history):
         for key, after in b.measurements.items():
-            d = _log_ratio(a.measurements.get(key), after)
+            d = log_ratio(a.measurements.get(key), after)
             if d is None:
                 continue
             if metric_of(key[0]) == MetricKind.WALL_TIME and count_move(a, b, key, count_threshold):
@@ -231,12 +248,51 @@ def rounds_test(before: Measurement, after: Measurement) -> RoundsTest | None:
     return test if test is not None and test.se > 0 else None
 
 
+def replicated_metric(name: str) -> Metric | None:
+    """The metric of a benchmark whose samples are replicates (`Metric.replicated`), else None."""
+    metric = BenchmarkName.parse(name).metric
+    return metric if metric is not None and metric.replicated else None
+
+
+def replicate_priors(base: ResultSet, head: ResultSet) -> dict[Metric, VariancePrior]:
+    """Per operator timing metric, the variance prior of its replicates over all of the pair's
+    figures of that metric (`benchkit.stats.variance_prior`)."""
+    variances: dict[Metric, list[tuple[float, int]]] = {}
+    for key, after in head.measurements.items():
+        metric, before = replicated_metric(key[0]), base.measurements.get(key)
+        if metric is None or before is None:
+            continue
+        a, b = log_samples(before.samples), log_samples(after.samples)
+        if min(len(a), len(b)) >= MIN_REPLICATES:
+            variances.setdefault(metric, []).append(pooled_variance(a, b))
+    priors = {metric: variance_prior(found) for metric, found in variances.items()}
+    return {metric: prior for metric, prior in priors.items() if prior is not None}
+
+
+def replicates_noise(
+    before: Measurement, after: Measurement, prior: VariancePrior | None = None
+) -> Noise | None:
+    """An operator timing judged by its replicates (`benchkit.stats.replicate_test`, its
+    variance moderated by the metric's `prior`), at `ALPHA`; None when a side has fewer than
+    `MIN_REPLICATES`."""
+    test = replicate_test(log_samples(before.samples), log_samples(after.samples), prior)
+    if test is None or test.se <= 0:
+        return None
+    rounds = f"{test.n_before}+{test.n_after}"
+    basis = f"replicates: {rounds} timing processes, t-test"
+    if prior is not None:
+        basis += f", variance moderated by the metric's over its figures ({prior.df:.0f} df)"
+    return Noise(test.se, basis, test.critical(ALPHA), test.change, rounds, test.df)
+
+
 def estimate(
     metric: MetricKind,
     before: Measurement,
     after: Measurement,
     history: HistoryNoise | None,
     count_move: int | None = None,
+    replicated: bool = False,
+    prior: VariancePrior | None = None,
 ) -> Noise:
     """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
     test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
@@ -244,8 +300,14 @@ def estimate(
     A wall time's samples within one process understate how far two processes differ, so
     without enough rounds a wall time is judged against its history only. `count_move`: which
     way the case's instruction count moved (`count_move`); a rounds test of a change that way
-    rejects at `benchkit.stats.CORROBORATED_ALPHA`."""
-    if metric == MetricKind.WALL_TIME:
+    rejects at `benchkit.stats.CORROBORATED_ALPHA`. `replicated`: an operator timing whose samples
+    are replicates (`benchkit.names.Metric.replicated`), judged by them where each side has
+    `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`)."""
+    if replicated:
+        found = replicates_noise(before, after, prior)
+        if found is not None:
+            return found
+    elif metric == MetricKind.WALL_TIME:
         test = rounds_test(before, after)
         if test is not None:
             rounds = f"{test.n_before}+{test.n_after}"
@@ -254,7 +316,7 @@ def estimate(
             if corroborated(test.change, count_move):
                 basis += f" at α = {CORROBORATED_ALPHA:g}, the way the instruction count moved"
             alpha = rounds_alpha(test.change, count_move)
-            return Noise(test.se, basis, test.critical(alpha), test.change, rounds)
+            return Noise(test.se, basis, test.critical(alpha), test.change, rounds, test.df, alpha)
     sources: list[tuple[float, str]] = []
     if history is not None:
         sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
@@ -267,194 +329,3 @@ def estimate(
     sources.sort(key=lambda s: -s[0])
     basis = sources[0][1] + "".join(f"; {label}" for _, label in sources[1:])
     return Noise(sources[0][0], basis)
-
-
-# --------------------------------------------------------------------- environment shifts
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvShift:
-    """Many wall times moved the same way at once, or all got much noisier: the machine
-    changed, not torch."""
-
-    where: str  # "between base and head", "within base abc12345 (later rounds against earlier ones)"
-    factor: float  # median ratio of the levels (kind "level") or of the spreads ("spread")
-    n_up: int
-    n_down: int
-    p: float
-    kind: str = "level"
-
-    def short(self) -> str:
-        if self.kind == "spread":
-            return f"disturbed machine {self.where} (samples ×{self.factor:.1f} more spread)"
-        return f"environment shift of ×{self.factor:.2f} {self.where}"
-
-    def describe(self) -> str:
-        n = self.n_up + self.n_down
-        if self.kind == "spread":
-            return (
-                f"disturbed machine {self.where}: wall-time samples ×{self.factor:.1f} more spread "
-                f"(median over {n} benchmarks; ×{SPREAD_FACTOR:g} or more marks a disturbed machine)"
-            )
-        most = max(self.n_up, self.n_down)
-        way = "slower" if self.n_up >= self.n_down else "faster"
-        return (
-            f"environment shift of ×{self.factor:.2f} {self.where}: {most} of {n} wall times "
-            f"moved {way} (p = {self.p:.1g})"
-        )
-
-
-def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], MetricKind]) -> EnvShift | None:
-    """One side's wall-time samples far more spread than the other's, for most benchmarks at
-    once: a disturbed machine (other processes competing for the cores), whose benchmarks
-    each move by their own factor, so no common level shift shows. SPREAD_FACTOR lies between the
-    spread ratios of identical builds and those of a build measured with busy loops on every
-    core, as `scripts/bench_verdicts.py` measures them."""
-    ratios = []
-    for key, after in head.measurements.items():
-        before = base.measurements.get(key)
-        if metric_of(key[0]) != MetricKind.WALL_TIME or before is None:
-            continue
-        a, b = log_samples(before.samples), log_samples(after.samples)
-        if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
-            continue
-        sa, sb = robust_sigma(a), robust_sigma(b)
-        if sa and sb:
-            ratios.append(math.log(sb / sa))
-    if len(ratios) < MIN_SPREAD_CASES:
-        return None
-    middle = statistics.median(ratios)
-    if abs(middle) < math.log(SPREAD_FACTOR):
-        return None
-    side = "head" if middle > 0 else "base"
-    n_up = sum(1 for r in ratios if r > 0)
-    return EnvShift(f"on {side}", math.exp(abs(middle)), n_up, len(ratios) - n_up, 1.0, kind="spread")
-
-
-def common_shift(shifts: Sequence[float], noise: Sequence[float], where: str) -> EnvShift | None:
-    """A shift shared by many benchmarks: p <= SHIFT_P by the sign test (most moved the same
-    way) or by the median test (the median moved far beyond the spread across benchmarks),
-    and the median shift beyond the median benchmark's noise (so a consistent but
-    negligible drift is not reported)."""
-    # A case that moved less than its own noise (`noise`, aligned with `shifts`: the rounds
-    # test's standard error, 0 where unknown) is a tie for the sign test: on a busy machine a
-    # few cases barely move and would otherwise hide how lopsided the rest is.
-    ties = list(noise) if len(noise) == len(shifts) else [0.0] * len(shifts)
-    ups = sum(1 for s, t in zip(shifts, ties, strict=True) if s > t)
-    downs = sum(1 for s, t in zip(shifts, ties, strict=True) if s < -t)
-    p = min(sign_test_p(ups, downs), median_shift_p(shifts))
-    if p > SHIFT_P:
-        return None
-    middle = statistics.median(shifts)
-    known = [n for n in noise if n > 0]
-    if known and abs(middle) <= statistics.median(known):
-        return None
-    return EnvShift(where, math.exp(middle), ups, downs, p)
-
-
-def round_drifts(
-    result_set: ResultSet, metric_of: Callable[[str], MetricKind]
-) -> dict[Key, tuple[float, float]]:
-    """Per wall-time benchmark of one build: its later rounds against its earlier ones
-    (`rounds_shift`: log shift, standard error)."""
-    drifts = {}
-    for key, m in result_set.measurements.items():
-        if metric_of(key[0]) == MetricKind.WALL_TIME and m.has_number:
-            found = rounds_shift(m)
-            if found is not None:
-                drifts[key] = found
-    return drifts
-
-
-def build_shift(drifts: Mapping[Key, tuple[float, float]], label: str) -> EnvShift | None:
-    """Most wall-time benchmarks of one build drifted the same way (`round_drifts`)."""
-    if not drifts:
-        return None
-    shifts, noise = zip(*drifts.values(), strict=True)
-    return common_shift(shifts, noise, f"within {label} (later rounds against earlier ones)")
-
-
-def unshared_drift(
-    base: Mapping[Key, tuple[float, float]], head: Mapping[Key, tuple[float, float]]
-) -> EnvShift | None:
-    """A drift within a run that the two builds did not share: per wall-time benchmark, head's
-    later rounds against its earlier ones minus the same for base (`round_drifts`). Builds
-    whose rounds asv interleaved in one run drift alike (the difference is noise) and a
-    comparison of their rounds holds the drift in its spread; a build measured in a run of its
-    own, e.g. with the machine busy for part of it, does not share it, and its rounds are not
-    the build's."""
-    both = [key for key in head if key in base]
-    if not both:
-        return None
-    shifts = [head[key][0] - base[key][0] for key in both]
-    noise = [math.hypot(head[key][1], base[key][1]) for key in both]
-    return common_shift(shifts, noise, "within head's run, not shared by base's (head's drift over base's)")
-
-
-def between_shift(
-    base: ResultSet, head: ResultSet, metric_of: Callable[[str], MetricKind], count_threshold: float
-) -> EnvShift | None:
-    """Wall-time changes of cases whose instruction counts did not move (issue 17, (b)): each
-    the change the gate judges, the rounds test's where both sides have the rounds, else the
-    ratio of asv's values."""
-    shifts, noise = [], []
-    for key, after in head.measurements.items():
-        if metric_of(key[0]) != MetricKind.WALL_TIME or count_move(base, head, key, count_threshold) != 0:
-            continue
-        before = base.measurements.get(key)
-        d = _log_ratio(before, after)
-        if d is None:
-            continue
-        assert before is not None
-        test = rounds_test(before, after)
-        shifts.append(d if test is None else test.change)
-        noise.append(test.se if test is not None else 0.0)
-    return common_shift(shifts, noise, "between base and head") if shifts else None
-
-
-@dataclasses.dataclass(frozen=True)
-class PairNoise:
-    """What the gate knows about noise when it compares one BASE/HEAD pair."""
-
-    history: Mapping[Key, HistoryNoise] = dataclasses.field(default_factory=dict)
-    between: EnvShift | None = None
-    rounds: tuple[EnvShift, ...] = ()  # builds whose earlier and later rounds disagree
-    count_moves: Mapping[Key, int | None] = dataclasses.field(default_factory=dict)  # `count_move`
-    unshared: EnvShift | None = None  # a drift within one build's run only (`unshared_drift`)
-
-    @property
-    def shifts(self) -> tuple[EnvShift, ...]:
-        found = (self.between, *self.rounds, self.unshared)
-        return tuple(s for s in found if s is not None)
-
-    def drifts(self, by_rounds: bool) -> tuple[EnvShift, ...]:
-        """The drifts within runs that make a wall-time comparison the machine's: for one that
-        compared the builds' rounds, only a drift the runs did not share (`unshared_drift`)."""
-        if by_rounds:
-            return (self.unshared,) if self.unshared else ()
-        return self.rounds
-
-
-def pair_noise(
-    base: ResultSet,
-    head: ResultSet,
-    history: Mapping[Key, HistoryNoise],
-    metric_of: Callable[[str], MetricKind],
-    count_threshold: float,
-) -> PairNoise:
-    base_drifts, head_drifts = round_drifts(base, metric_of), round_drifts(head, metric_of)
-    rounds = tuple(
-        s
-        for s in (
-            build_shift(base_drifts, f"base {base.commit[:8]}"),
-            build_shift(head_drifts, f"head {head.commit[:8]}"),
-        )
-        if s is not None
-    )
-    moved = {
-        key: count_move(base, head, key, count_threshold)
-        for key in head.measurements
-        if metric_of(key[0]) == MetricKind.WALL_TIME
-    }
-    between = between_shift(base, head, metric_of, count_threshold) or spread_shift(base, head, metric_of)
-    return PairNoise(history, between, rounds, moved, unshared_drift(base_drifts, head_drifts))

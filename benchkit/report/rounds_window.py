@@ -5,7 +5,9 @@ samples after another's. The main job measures the predecessor of a new build ag
 it, when an earlier job measured it (hours earlier: the machine's fast level moves by a
 percent between jobs, which the rounds test would take for a change). Its verdict then judges
 the predecessor by this job's rounds only: `held` says how many rounds each wall time of each
-such build had before the job, and `this_jobs_rounds` leaves them out.
+such build had before the job, and `this_jobs_rounds` leaves them out. The operator timings'
+replicates are windowed the same way (`benchkit.operator_rounds`): a verdict judges them by the
+replicates the job measured interleaved.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ Held = Mapping[str, Mapping[Key, int]]  # full commit -> wall time -> rounds it 
 
 def is_wall_time(key: Key) -> bool:
     return BenchmarkName.parse(key[0]).metric is Metric.WALL_TIME
+
+
+def is_windowed(key: Key) -> bool:
+    """Whether a verdict may judge `key` by a window of its rounds: a wall time, or an operator
+    timing, whose samples are replicates (`Metric.replicated`, a round of one sample each)."""
+    metric = BenchmarkName.parse(key[0]).metric
+    return metric is Metric.WALL_TIME or (metric is not None and metric.replicated)
 
 
 def rounds_of(m: Measurement) -> int:
@@ -58,19 +67,20 @@ def held_rounds(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> 
 def cut_wall_times(
     loaded: LoadedResults, machine: str, cut: Callable[[str, Key, Measurement], Measurement]
 ) -> LoadedResults:
-    """`loaded` with every wall time of `machine` replaced by ``cut(commit, key, measurement)``."""
+    """`loaded` with every wall time and operator timing of `machine` (`is_windowed`) replaced by
+    ``cut(commit, key, measurement)``."""
     sets: dict[str, ResultSet] = {}
     for commit, result_set in loaded.sets.get(machine, {}).items():
         measurements = {
-            key: cut(commit, key, m) if is_wall_time(key) else m for key, m in result_set.measurements.items()
+            key: cut(commit, key, m) if is_windowed(key) else m for key, m in result_set.measurements.items()
         }
         sets[commit] = dataclasses.replace(result_set, measurements=measurements)
     return dataclasses.replace(loaded, sets={**loaded.sets, machine: sets})
 
 
 def this_jobs_rounds(loaded: LoadedResults, machine: str, held: Held) -> LoadedResults:
-    """`loaded` with the wall times of the builds in `held` cut to the rounds after those they
-    held (a wall time this job added no rounds to keeps all of its)."""
+    """`loaded` with the wall times and operator timings of the builds in `held` cut to the
+    rounds after those they held (one this job added no rounds to keeps all of its)."""
     if not held:
         return loaded
 

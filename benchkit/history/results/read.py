@@ -222,7 +222,8 @@ def _load_benchmark_infos(path: str, mtime_ns: int, size: int) -> Mapping[str, M
 
 
 def samples_per_round(conf: Any, damaged: Damaged = None) -> Callable[[str], int | None]:
-    """Benchmark key -> samples per asv round: its fixed ``repeat`` in benchmarks.json, else
+    """Benchmark key -> samples per asv round: 1 for an operator timing (a sample is a process,
+    `Metric.replicated`), a benchmark's fixed ``repeat`` in benchmarks.json, else
     (a benchmark that a later ``asv run -b`` left out of benchmarks.json) benchkit's own for a
     ``time_wall``. asv's ``-a repeat=...`` on the command line is not recorded anywhere."""
     from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
@@ -230,6 +231,9 @@ def samples_per_round(conf: Any, damaged: Damaged = None) -> Callable[[str], int
     infos = benchmark_infos(conf, damaged)
 
     def per_round(key: str) -> int | None:
+        metric = BenchmarkName.parse(key).metric
+        if metric is not None and metric.replicated:  # one sample per timing process
+            return 1
         if key in infos:
             repeat = infos[key].get("repeat")
             return repeat if isinstance(repeat, int) and repeat > 0 else None

@@ -32,7 +32,7 @@ from benchkit.measure.operators.kernels import GeneratedKernel, configure_induct
 from benchkit.measure.operators.suite import measure_suite
 from benchkit.measure.operators.timing import InputMeasurement, MeasureOptions
 from benchkit.measure.operators.workload import asv_workload, input_labels
-from benchkit.names import OPERATOR_METRICS, BenchmarkName
+from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric
 from benchkit.util import atomic_write_json, cache_dir, child_env, content_key, progress_bar, torch_build_id
 
 _KEEP_SECONDS = 2 * 24 * 3600  # reuse files of asv commands older than this are removed
@@ -81,7 +81,8 @@ def setup_cache(
         return {"operators": {}, "selected_operators": 0, "reused": False}
     folder = cache_dir("operators", "asv-commands")
     reuse = None
-    if invocation is not None:
+    replicates = settings.current().measure.operator_replicates
+    if invocation is not None and not replicates:
         reuse = folder / f"{content_key(invocation.identity, torch_build_id(), device, *operators)}.json"
         try:
             data = json.loads(reuse.read_text())
@@ -140,6 +141,8 @@ def measure_default_set_for_asv(
     cuda = device == "cuda"
     default_processes = ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES
     processes = default_processes if measure.operator_processes is None else measure.operator_processes
+    if measure.operator_replicates:  # one replicate per asv round (`benchkit.operator_rounds`)
+        processes = 1
     rounds = measure.operator_rounds or (ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS)
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -243,6 +246,28 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
             }
         }
     return data
+
+
+def replicate_samples(result: dict[str, Any], metric: Metric) -> dict[str, Any]:
+    """One timing of an input (`Metric.replicated`) as asv reads a timing result: a sample per
+    timing process, each a replicate of the whole measurement, and asv's value their median.
+    The gate judges the figure by these replicates (`benchkit.report.noise`); the main job adds
+    replicates measured interleaved with the build it is compared with (`benchkit.operator_rounds`).
+    NaN (nothing timed) where no process gave a number."""
+    eager_compiled = result.get("per_process") or [[result["eager_s"], result["compiled_s"]]]
+    values = [_replicate_value(eager, compiled, metric) for eager, compiled in eager_compiled]
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    return {"samples": finite, "number": 1} if finite else math.nan  # type: ignore[return-value]
+
+
+def _replicate_value(eager_s: float, compiled_s: float, metric: Metric) -> float:
+    if metric is Metric.EAGER_SECONDS:
+        return eager_s
+    if metric is Metric.COMPILED_SECONDS:
+        return compiled_s
+    if metric is Metric.COMPILED_OVER_EAGER:
+        return compiled_s / eager_s if eager_s > 0 else math.nan
+    raise ValueError(f"{metric.method} is not an operator timing with replicates")
 
 
 def _kernel_fields(measurement: InputMeasurement) -> dict[str, Any]:

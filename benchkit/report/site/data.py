@@ -92,7 +92,7 @@ class PairChanges:
     compared: int  # benchmarks compared (changed or not)
     problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
     uncertain: tuple[tuple[str, int], ...] = ()  # (can't tell | insufficient data, how many)
-    shifts: tuple[str, ...] = ()  # environment shifts (`benchkit.report.noise.EnvShift.describe`)
+    shifts: tuple[str, ...] = ()  # environment shifts (`benchkit.report.shifts.EnvShift.describe`)
 
     @property
     def anchor(self) -> str:

@@ -1,0 +1,94 @@
+"""The main job's operator replicates: the operator timings of every build it judges, measured
+again in fresh processes, the builds interleaved.
+
+asv times the operator set once per asv command (`benchkit.measure.operators.asv.setup_cache`),
+so in the main run each build's timings come from its own stretch of time, and a predecessor's
+from an earlier job: whatever the machine did in either stretch moves every timing of that
+build alike, and a verdict would take it for the build's. After the main run the job therefore
+runs one more ``asv run`` over the builds it judges (the new ones, their predecessors, a
+baseline), selecting only the operator timings (`benchkit.names.Metric.replicated`), in
+`OPERATOR_ROUNDS` interleaved asv rounds: in every round each build's ``setup_cache`` times the
+operator set afresh in one process (``BENCHKIT_OPERATOR_REPLICATES``), asv alternates the
+builds' order (A B, then B A) and appends the round's timing to the build's samples. The
+verdict judges each pair by these replicates alone: `replicates_held` says how many each build
+had before, and `benchkit.report.rounds_window` leaves those out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchkit import settings
+from benchkit.asv_runs import Progress, asv_run_args, asv_run_settings, run_asv
+from benchkit.history.builds.sources import PIP_CONFIG, PipSource
+from benchkit.history.results.read import LoadedResults
+from benchkit.names import Metric, metrics_regexes
+from benchkit.report.noise import replicated_metric
+from benchkit.report.rounds_window import Key, rounds_of
+
+# Replicates per build and pair. Each is one timing process of the whole operator set (its
+# kernels from the build's inductor cache, warm after the main run), and Welch's test of two
+# builds' replicates needs `benchkit.stats.MIN_REPLICATES` a side.
+OPERATOR_ROUNDS = 6
+REPLICATED = tuple(m for m in Metric if m.replicated)
+
+
+def main_run_settings(config: settings.Settings) -> settings.Settings:
+    """`config` for the main run of a job that judges builds: one operator timing process per
+    build (it compiles, and its timing is not what the verdict reads), unless the user chose a
+    number (``BENCHKIT_OPERATOR_PROCESSES``)."""
+    if config.measure.operator_processes is not None:
+        return config
+    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, operator_processes=1))
+
+
+def replicate_regexes(bench: Sequence[str]) -> list[str]:
+    """asv ``-b`` regexes selecting, of what `bench` selects, the operator timings only."""
+    return metrics_regexes(bench, REPLICATED)
+
+
+def replicates_held(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> dict[str, dict[Key, int]]:
+    """Per commit, the replicates each of its operator timings holds now (before more are added)."""
+    held: dict[str, dict[Key, int]] = {}
+    for commit in commits:
+        result_set = loaded.result_set(commit, machine)
+        measurements = result_set.measurements.items()
+        held[commit] = {key: rounds_of(m) for key, m in measurements if replicated_metric(key[0])}
+    return held
+
+
+def add_operator_rounds(
+    conf_path: Path,
+    results_dir: Path,
+    machine: str,
+    commits: Sequence[str],
+    bench: Sequence[str],
+    source: PipSource = PIP_CONFIG,
+    progress: Progress | None = None,
+    rounds: int = OPERATOR_ROUNDS,
+) -> int:
+    """`rounds` interleaved replicates of the selected operator timings on `commits`, appended to
+    their samples; asv's exit code."""
+    progress = progress or Progress()
+    regexes = replicate_regexes(bench)
+    config = settings.current()
+    measure = dataclasses.replace(config.measure, operator_replicates=True)
+    config = dataclasses.replace(config, measure=measure)
+    own = asv_run_settings(config, machine, results_dir, rounds, regexes)
+    env = {**settings.child_environ(own), **dict(source.environ)}
+    progress.note(
+        f"operator timings: {rounds} interleaved replicates (one timing process each) of "
+        f"{len(commits)} build(s) ({', '.join(c[:8] for c in commits)}): the verdict judges them"
+    )
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="benchkit-main-") as scratch:
+        hashfile = Path(scratch) / "commits.txt"
+        hashfile.write_text("".join(f"{c}\n" for c in commits))
+        args = asv_run_args(f"HASHFILE:{hashfile}", regexes, machine, append=True)
+        code = run_asv([*args, "-a", f"rounds={rounds}"], conf_path, False, env)
+    progress.note(f"the operator replicates took {time.monotonic() - started:.0f} s")
+    return code

@@ -1,0 +1,103 @@
+"""The comparison's error budget (Benjamini-Hochberg over every tested figure) and operator
+timings judged by their replicates: simulated iid noise, a second check beside the real twin
+pairs of the main job."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from benchkit.history.results.read import Measurement, ResultSet
+from benchkit.report import budget, check
+from benchkit.report.check_status import Status
+
+ENV = "virtualenv-py3.11"
+METHODS = ("track_eager_seconds", "track_compiled_seconds", "track_compiled_over_eager")
+UNITS = {
+    f"operators.op{k:03d}.{m}": ("seconds" if "seconds" in m else "ratio")
+    for k in range(100)
+    for m in METHODS
+}
+CONFIG = check.parse_check_config({}, "built-in defaults")
+
+
+def _figures(rng: random.Random, spread: float, replicates: int, slower: dict[str, float]) -> ResultSet:
+    """100 operator inputs x 3 timings, each `replicates` samples of lognormal noise `spread`;
+    the figures in `slower` multiplied by their factor."""
+    measurements = {}
+    for key in UNITS:
+        name = f"{key}('8x16 f32')"
+        samples = [slower.get(name, 1.0) * math.exp(rng.gauss(0, spread)) for _ in range(replicates)]
+        measurements[(name, ENV)] = Measurement(statistics.median(samples), None, samples, "v1", per_round=1)
+    return ResultSet("0" * 40, "box", measurements)
+
+
+def _flags(comparisons: list) -> list:
+    return [c for c in comparisons if c.status in budget.FLAGS]
+
+
+def test_benjamini_hochberg_cutoff() -> None:
+    assert budget.bh_cutoff([0.001, 0.2, 0.9], q=0.01) == pytest.approx(0.01 / 3)
+    assert budget.bh_cutoff([0.001, 0.006, 0.9], q=0.01) == pytest.approx(2 * 0.01 / 3)
+    assert budget.bh_cutoff([0.5, 0.6], q=0.01) == pytest.approx(0.005)  # none rejected: q / m
+    assert budget.bh_cutoff([], q=0.01) == 0.01
+
+
+def test_an_operator_timing_is_judged_by_its_replicates() -> None:
+    rng = random.Random(5)
+    name = f"operators.op000.{METHODS[0]}('8x16 f32')"
+    base, head = _figures(rng, 0.02, 6, {}), _figures(rng, 0.02, 6, {name: 1.15})
+    comparisons, _ = check.compare_pair(base, head, UNITS, CONFIG)
+    found = next(c for c in comparisons if c.name == name)
+    assert found.status == Status.REGRESSION
+    assert found.noise is not None and found.noise.basis.startswith("replicates: 6+6 timing processes")
+    assert found.noise.df is not None and found.noise.change == pytest.approx(math.log(1.15), abs=0.03)
+    assert "Benjamini-Hochberg over 300 tested figures" in budget.family_budget(comparisons).describe()
+
+
+def test_identical_builds_fail_the_gate_anywhere_at_most_about_once_in_a_hundred() -> None:
+    """300 figures of two identical builds, 100 times: each figure's own test (α 0.001) would
+    flag something in about a quarter of the pairs; the budget in about 1 %."""
+    rng = random.Random(11)
+    trials, with_budget, per_figure = 100, 0, 0
+    for _ in range(trials):
+        comparisons, _ = check.compare_pair(
+            _figures(rng, 0.02, 6, {}), _figures(rng, 0.02, 6, {}), UNITS, CONFIG
+        )
+        with_budget += bool(_flags(comparisons))
+        per_figure += any(c.noise is not None and c.noise.detects(c.noise.change or 0) for c in comparisons)
+    assert per_figure >= 10  # without the budget this pair would often fail: the test can fail
+    assert with_budget <= 4  # 1 % of 100 is 1; 5 or more has a chance of 0.3 % at a 1 % rate
+
+
+def test_the_budget_keeps_a_clear_change_among_hundreds_of_unchanged_figures() -> None:
+    rng = random.Random(12)
+    found = 0
+    for trial in range(30):
+        name = f"operators.op{trial:03d}.{METHODS[trial % 3]}('8x16 f32')"
+        base, head = _figures(rng, 0.02, 6, {}), _figures(rng, 0.02, 6, {name: 1.15})
+        comparisons, _ = check.compare_pair(base, head, UNITS, CONFIG)
+        flagged = _flags(comparisons)
+        assert all(c.name == name for c in flagged)
+        found += any(c.name == name for c in flagged)
+    assert found >= 29  # x1.15 at 2 % noise: 6 replicates a side see it at p << 0.01 / 300
+
+
+def test_a_flag_within_its_own_test_but_beyond_the_budget_is_cant_tell() -> None:
+    """A change that clears the figure's α = 0.001 but not the budget's p ≤ q/m is can't tell,
+    and the note gives both numbers."""
+    rng = random.Random(13)
+    for _ in range(200):
+        comparisons, _ = check.compare_pair(
+            _figures(rng, 0.02, 6, {}), _figures(rng, 0.02, 6, {}), UNITS, CONFIG
+        )
+        demoted = [c for c in comparisons if "error budget" in c.note]
+        if demoted:
+            break
+    else:
+        pytest.fail("no figure of 200 identical pairs passed its own test: the simulation is too quiet")
+    assert all(c.status == Status.CANT_TELL for c in demoted)
+    assert "over 300 figures" in demoted[0].note
