@@ -75,6 +75,9 @@ from benchkit.history.results.read import (
     set_aside_damaged,
 )
 from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, SAMPLES_PER_ROUND
+from benchkit.util import atomic_write_text
+
+VERDICT_FILE = "verdict.md"  # in the site's folder: every pair's full `benchkit check` table
 
 if TYPE_CHECKING:
     from benchkit.report.job_verdict import JudgedPair
@@ -452,7 +455,10 @@ def _run_main_job(
         verdict = job_verdict.judge_run(
             loaded, conf_path, machine_name, pairs, dict(labels), bench, held, interleaved=bool(todo)
         )
-        sys.stdout.write(verdict.markdown)
+        # The terminal gets each pair's headline and largest changes; the full tables a file.
+        table = Path(html_dir) / VERDICT_FILE
+        atomic_write_text(table, verdict.markdown)
+        sys.stdout.write(verdict.summary + f"\nEvery figure's verdict: {table}\n")
         problems.extend(verdict.problems)
         code = max(code, verdict.exit_code)
     else:

@@ -100,6 +100,9 @@ def _side(state: str, value: float, noise: str, version: str = "v1") -> Measurem
     if noise.startswith("12+12 rounds"):
         samples = _rounds(value)
         return Measurement(sorted(samples)[len(samples) // 2], None, samples, version, 3)
+    if noise.startswith("6+6 replicates"):  # an operator timing: one sample per timing process
+        samples = [value * math.exp(0.01 * z) for z in ROUND_OFFSETS[::2]]
+        return Measurement(sorted(samples)[3], None, samples, version, 1)
     return Measurement(value, None, None, version)
 
 
@@ -111,7 +114,7 @@ def _pair(metric: str, key: tuple[str, str], noise: str) -> PairNoise:
     moved = {key: True} if "instruction count moved" in noise else {}
     rounds = (DRIFT,) if "a drift within one build's rounds" in noise else ()
     unshared = UNSHARED if "a drift only head's run had" in noise else None
-    return PairNoise(history, between, rounds, moved, unshared)
+    return PairNoise(history, between, rounds, moved, unshared, interleaved="measured interleaved" in noise)
 
 
 def judge(metric: str, row: dict[str, str]) -> Comparison:

@@ -70,6 +70,11 @@ def test_tonights_regression_fails_the_run(tmp_path: Path) -> None:
     assert verdict.problems[0] == (
         f"benchkit check {commit_hash(3)[:8]} {commit_hash(4)[:8]} exited 1 (see above)"
     )
+    # The terminal's summary: the pair, its headline, its largest change; not the whole table.
+    first, headline, change, *_ = verdict.summary.splitlines()
+    assert first == f"{commit_hash(4)[:8]} against its predecessor {commit_hash(3)[:8]}:"
+    assert headline.startswith("  ❌ fails on machine") and "**1 regression**" in headline
+    assert change.startswith("  regression  +20.0% (×1.20)") and "| Benchmark |" not in verdict.summary
 
 
 def test_a_history_step_at_a_measured_build_fails_the_run(tmp_path: Path) -> None:

@@ -160,6 +160,7 @@ def test_a_common_shift_of_builds_measured_interleaved_is_the_builds_and_is_judg
     assert verdict.shifts == () and "#### Environment" not in verdict.markdown
     build_wide = verdict.markdown.split("#### Build-wide change")[1].split("####")[0]
     assert "build-wide change of ×1.499 (99.9 % interval ×1.495 to ×1.503)" in build_wide
+    assert "(p < 1e-300)" in build_wide
     assert "14 of 14 wall times whose instruction count did not move were slower" in build_wide
 
 

@@ -40,12 +40,12 @@ class Budget:
     cutoff: float
 
     def describe(self) -> str:
+        promise = f"error budget: identical builds fail anywhere at most 1 time in {1 / self.q:.0f}"
         if not self.tested:
-            return f"error budget: a false flag in {1 / self.q:.0f} comparisons of identical builds at most"
+            return promise
         return (
-            f"error budget: a false flag in {1 / self.q:.0f} comparisons of identical builds at most "
-            f"(Benjamini-Hochberg over {self.tested} tested figures; a figure is flagged at "
-            f"p ≤ {self.cutoff:.2g} here)"
+            f"{promise} (Benjamini-Hochberg over {self.tested} tested figures; a figure is flagged "
+            f"at p ≤ {self.cutoff:.2g} here)"
         )
 
 

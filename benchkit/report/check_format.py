@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from benchkit.names import BenchmarkName, Metric, MetricKind
+from benchkit.names import BenchmarkName, Metric, MetricKind, kind_of_unit
 from benchkit.report.check_config import METRIC_LABELS
 from benchkit.report.check_types import Comparison
 
@@ -42,8 +43,23 @@ def format_value(m: Measurement | None, unit: str | None) -> str:
         return f"{m.value:,.0f}"
     if unit == Metric.KERNEL_HASH.unit and m.value == int(m.value):
         return f"{int(m.value):012x}"
+    if unit is not None and kind_of_unit(unit) is MetricKind.RATIO:  # a ratio: 3 significant figures
+        return f"{m.value:.3g}"
     err = get_err(m.value, m.stats) if m.stats else None
     return str(asv_util.human_value(m.value, unit, err=err))
+
+
+def format_change(c: Comparison) -> str:
+    """The change the verdict judged: a rounds or replicates test's own estimate, with its
+    confidence interval at the test's α; else the ratio of asv's two values."""
+    noise = c.noise
+    if noise is not None and noise.change is not None and noise.sigma is not None:
+        ratio = math.exp(noise.change)
+        low, high = (math.exp(noise.change + k * noise.critical * noise.sigma) for k in (-1, 1))
+        level = f"{(1 - noise.alpha) * 100:.4g}%"
+        return f"{(ratio - 1) * 100:+.1f}% (×{ratio:.3f}, {level} CI ×{low:.3f} to ×{high:.3f})"
+    ratio = c.ratio
+    return f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status.value
 
 
 def format_percent(x: float | None) -> str:
@@ -83,8 +99,7 @@ def markdown_table(rows: Sequence[Comparison], show_env: bool = False) -> list[s
         "|---|---|---|---|---|---|---|---|",
     ]
     for c in rows:
-        ratio = c.ratio
-        change = f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status.value
+        change = format_change(c)
         metric = BenchmarkName.parse(c.name).metric
         if metric is not None and metric.is_record:  # a cache state or a hash: no change to size
             change = "-"

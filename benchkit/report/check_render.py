@@ -109,10 +109,11 @@ def render(
     counts += [count_phrase(len(rows(s)), s.value) for s in shown if rows(s) or s == Status.UNCHANGED]
     counts += [count_phrase(len(rows(s)), s.value) for s in UNCERTAIN]
     counts += [f"{len(rows(s))} not judged ({s.value})" for s in NOT_JUDGED if rows(s)]
+    headline = f"{verdict} on {where}: {', '.join(counts)}."
     lines = [
         f"### benchkit check: {base_label} → {head_label}",
         "",
-        f"{verdict} on {where}: {', '.join(counts)}. Thresholds: {config.source}; "
+        f"{headline} Thresholds: {config.source}; "
         f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark "
         f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way); "
         f"{family_budget(comparisons).describe()}.",
@@ -153,6 +154,8 @@ def render(
         tuple(problems),
         tuple(shifts),
         tuple(not_judged),
+        headline,
+        tuple(build_wide),
     )
 
 

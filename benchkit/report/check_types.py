@@ -52,3 +52,5 @@ class Verdict:
     problems: tuple[str, ...] = ()  # why the comparison is incomplete (`check_render.unjudged_metrics`)
     shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.shifts.EnvShift`)
     not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.not_judged`)
+    headline: str = ""  # the verdict and the count of each status, one line
+    build_wide: tuple[str, ...] = ()  # a shift of builds measured interleaved: the build's

@@ -22,6 +22,7 @@ history made a benchmark slower at one of these builds.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -30,6 +31,9 @@ from benchkit.history.results.read import LoadedResults
 from benchkit.report import changepoints, rounds_window
 from benchkit.report.check import check_config_for, judge_results, metric_judge, selected
 from benchkit.report.check_config import CheckConfig
+from benchkit.report.check_format import format_change
+from benchkit.report.check_status import Status
+from benchkit.report.check_types import Verdict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +66,24 @@ class JobVerdict:
     exit_code: int
     problems: tuple[str, ...]  # one line each: why the exit code is not 0
     heads: tuple[str, ...]  # the builds judged
+    summary: str = ""  # for a terminal: per pair its headline and largest changes (`pair_summary`)
+
+
+TOP_CHANGES = 5  # rows of each pair's largest flagged changes in the terminal summary
+
+
+def pair_summary(title: str, verdict: Verdict, top: int = TOP_CHANGES) -> str:
+    """A pair's verdict in a few lines: its headline, a build-wide change, what was not judged,
+    and its largest regressions and improvements (the full table goes to a file)."""
+    lines = [title, f"  {verdict.headline}"]
+    lines += [f"  {line}" for line in (*verdict.build_wide, *verdict.not_judged)]
+    flagged = [c for c in verdict.comparisons if c.status in (Status.REGRESSION, Status.IMPROVEMENT)]
+    flagged.sort(key=lambda c: -abs(math.log(c.ratio)) if c.ratio else 0.0)
+    for c in flagged[:top]:
+        lines.append(f"  {c.status.value:<11} {format_change(c)}  {c.name}")
+    if len(flagged) > top:
+        lines.append(f"  ... and {len(flagged) - top} more in the full table")
+    return "\n".join(lines) + "\n"
 
 
 def judge_run(
@@ -79,6 +101,7 @@ def judge_run(
     rounds they held before it: the pairs judge their wall times by this job's rounds only.
     `interleaved`: this job measured every pair's wall times in one interleaved run."""
     parts: list[str] = []
+    summaries: list[str] = []
     problems: list[str] = []
     code = 0
     config = check_config_for(conf_path)
@@ -96,6 +119,7 @@ def judge_run(
             code = max(code, 2)
             continue
         parts.append(verdict.markdown)
+        summaries.append(pair_summary(f"{head} against {pair.against} {base}:", verdict))
         if verdict.exit_code:
             problems.append(f"benchkit check {base} {head} exited {verdict.exit_code} (see above)")
             code = max(code, verdict.exit_code)
@@ -111,7 +135,8 @@ def judge_run(
                 f"{labels.get(step.after, step.after[:12])}"
             )
         code = max(code, 1 if slower else 0)
-    return JobVerdict("".join(parts), code, tuple(problems), heads)
+        summaries.append(f"The history's steps at these builds: {len(steps)} ({len(slower)} slower)\n")
+    return JobVerdict("".join(parts), code, tuple(problems), heads, "".join(summaries))
 
 
 def _steps_at(

@@ -71,7 +71,7 @@ class EnvShift:
         return (
             f"build-wide change of ×{self.factor:.3f} (99.9 % interval ×{low:.3f} to ×{high:.3f}) "
             f"{self.where}: {max(self.n_up, self.n_down)} of {n} wall times whose instruction count "
-            f"did not move were {way} (p = {self.p:.1g}); both builds were measured interleaved, so "
+            f"did not move were {way} ({_p_text(self.p)}); both builds were measured interleaved, so "
             "this is the build's (compiler flags, BLAS or OpenMP, code layout), not the machine's, "
             "and each wall time is judged by its own test"
         )
@@ -89,6 +89,10 @@ class EnvShift:
             f"environment shift of ×{self.factor:.2f} {self.where}: {most} of {n} wall times "
             f"moved {way} (p = {self.p:.1g})"
         )
+
+
+def _p_text(p: float) -> str:
+    return f"p = {p:.1g}" if p > 0 else "p < 1e-300"
 
 
 def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], MetricKind]) -> EnvShift | None:
