@@ -453,7 +453,7 @@ def _run_main_job(
         # The verdict is about this run's builds: each against its predecessor (and a baseline).
         # With builds measured, every pair's wall times came from one interleaved run of this job.
         verdict = job_verdict.judge_run(
-            loaded, conf_path, machine_name, pairs, dict(labels), bench, held, interleaved=bool(todo)
+            loaded, conf_path, machine_name, pairs, dict(labels), bench, held, bool(todo), todo
         )
         # The terminal gets each pair's headline and largest changes; the full tables a file.
         table = Path(html_dir) / VERDICT_FILE

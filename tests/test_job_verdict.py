@@ -90,3 +90,32 @@ def test_a_history_step_at_a_measured_build_fails_the_run(tmp_path: Path) -> Non
     # a new level of the newest build alone is the pair's verdict: judged once, by the gate
     newest = _judge(*_history(tmp_path / "b", [1000] * 9 + [1100]), [commit_hash(9)])
     assert newest.exit_code == 1 and not any(p.startswith("benchkit regressions") for p in newest.problems)
+
+
+def test_compile_times_of_a_predecessor_compiled_by_an_earlier_job_are_not_compared(tmp_path: Path) -> None:
+    """A twin's compile (warm: its build's inductor cache) against its predecessor's, compiled
+    cold by an earlier job: nothing shared the two compiles' weather, so the compile time is not
+    compared, said once; the same pair compiled by this job is judged (cache states apart)."""
+    project = History(tmp_path)
+    compile_name, cache_name = (
+        "operators.aten_relu_default.track_compile_seconds",
+        ("operators.aten_relu_default.track_compile_cache_hit"),
+    )
+    project.bench(compile_name, "seconds")
+    project.bench(cache_name, "inductor cache hit (1 warm, 0 cold)")
+    project.bench(COUNTS.format("Linear"), "instructions")  # a figure both builds have
+    for index, seconds, warm in ((0, 0.5, 0.0), (1, 0.05, 1.0)):
+        project.add(index, compile_name, seconds)
+        project.add(index, cache_name, warm)
+        project.add(index, COUNTS.format("Linear"), 1000)
+    project.save()
+    loaded = read_results(load_asv_config(project.config))
+    commits = [commit_hash(0), commit_hash(1)]
+    pairs = judged_pairs(commits, commits[1:])
+    labels = {c: c[:8] for c in commits}
+    apart = judge_run(loaded, project.config, MACHINE, pairs, labels, measured=commits[1:])
+    assert apart.exit_code == 0, apart.markdown
+    line = f"compile time: {commits[0][:8]} was compiled by an earlier job"
+    assert apart.markdown.count(line) == 1 and "its 1 compile time(s) are not compared" in apart.markdown
+    together = judge_run(loaded, project.config, MACHINE, pairs, labels, measured=commits)
+    assert together.exit_code == 2 and "cache state differed" in together.markdown

@@ -110,7 +110,13 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
 from benchkit.report.check_types import Comparison, Verdict
 from benchkit.report.kernel_marks import mark_kernels
 from benchkit.report.noise import HistoryNoise, history_sigmas
-from benchkit.report.not_judged import disturbed_sides, mark_cache_states, mark_disturbed, not_judged_reasons
+from benchkit.report.not_judged import (
+    disturbed_sides,
+    mark_cache_states,
+    mark_compiled_apart,
+    mark_disturbed,
+    not_judged_reasons,
+)
 from benchkit.report.run_summary import settings_differences
 from benchkit.report.shifts import PairNoise, pair_noise
 from benchkit.settings_record import records_of
@@ -264,10 +270,12 @@ def judge_results(
     show_unchanged: bool = False,
     bench: Sequence[str] = (),
     interleaved: bool = False,
+    compiled_apart: str = "",
 ) -> Verdict:
     """`run_check` over results already read, as the main job has them (asv's config is
     `loaded.conf`): raises and returns as `run_check` does. `interleaved`: the caller measured
-    both builds' wall times in one interleaved run (the main job's pairs)."""
+    both builds' wall times in one interleaved run (the main job's pairs); `compiled_apart`: why
+    the two builds' compile times are not comparable (`not_judged.mark_compiled_apart`)."""
     conf = loaded.conf
     machine = _machine_with_results(conf, machine)
     sets, whole = [], []
@@ -290,6 +298,9 @@ def judge_results(
     units = loaded.units
     noise = history_noise(history, units, config)
     comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise, interleaved)
+    apart = ""
+    if compiled_apart:
+        comparisons, apart = mark_compiled_apart(comparisons, compiled_apart)
     # Whether a side is a disturbed build is the whole build's property: every benchmark counts.
     metric_of = metric_judge(units, config)
     disturbed = disturbed_sides(history, whole[0], whole[1], metric_of, config.thresholds["instructions"])
@@ -300,7 +311,7 @@ def judge_results(
     reasons = not_judged_reasons(comparisons, disturbed)
     # What the two runs were told (recorded beside asv's results): rounds, inductor cache state...
     records = [records_of(Path(conf.results_dir), machine, s.commit) for s in sets]
-    differed = settings_differences(records[0], records[1], (base, head))
+    differed = settings_differences(records[0], records[1], (base, head)) + ([apart] if apart else [])
     return render(
         comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons, differed,
         build_wide,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
@@ -95,11 +95,14 @@ def judge_run(
     bench: Sequence[str] = (),
     held: rounds_window.Held | None = None,
     interleaved: bool = False,
+    measured: Collection[str] = (),
 ) -> JobVerdict:
     """`benchkit check` on every pair, and the history's steps that start at a judged build.
     `held`: builds an earlier job measured and this one measured again, with the wall-time
     rounds they held before it: the pairs judge their wall times by this job's rounds only.
-    `interleaved`: this job measured every pair's wall times in one interleaved run."""
+    `interleaved`: this job measured every pair's wall times in one interleaved run; `measured`:
+    the builds this job measured (compiled): a pair's compile times are compared only when it
+    compiled both."""
     parts: list[str] = []
     summaries: list[str] = []
     problems: list[str] = []
@@ -113,7 +116,17 @@ def judge_run(
             parts.append(f"\nWall times: {base}'s rounds measured again by this job, beside {head}.\n")
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
-            verdict = judge_results(base, head, window, config, machine, bench=bench, interleaved=interleaved)
+            apart = _compiled_apart(pair, base, measured)
+            verdict = judge_results(
+                base,
+                head,
+                window,
+                config,
+                machine,
+                bench=bench,
+                interleaved=interleaved,
+                compiled_apart=apart,
+            )
         except UserError as e:
             problems.append(f"could not compare {base} and {head}: {e}")
             code = max(code, 2)
@@ -137,6 +150,13 @@ def judge_run(
         code = max(code, 1 if slower else 0)
         summaries.append(f"The history's steps at these builds: {len(steps)} ({len(slower)} slower)\n")
     return JobVerdict("".join(parts), code, tuple(problems), heads, "".join(summaries))
+
+
+def _compiled_apart(pair: JudgedPair, base: str, measured: Collection[str]) -> str:
+    """Why the pair's compile times are not comparable: its base compiled by an earlier job."""
+    if not measured or pair.base in measured:
+        return ""
+    return f"{base} was compiled by an earlier job (a compile time is measured once per build)"
 
 
 def _steps_at(

@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
-from benchkit.names import BenchmarkName, Metric, MetricKind
+from benchkit.names import BenchmarkName, Metric, MetricKind, Suite
 from benchkit.report.kernels import kernel_changed
 from benchkit.stats import (
     ALPHA,
@@ -193,13 +193,22 @@ def history_sigmas(
         sigma = robust_sigma(values, center=0.0)
         if sigma is not None and len(values) >= MIN_PAIRS:
             out[key] = HistoryNoise(sigma, len(values), "history")
-    pooled = [d for key, values in diffs.items() if metric_of(key[0]) == MetricKind.WALL_TIME for d in values]
+    # The machine's spread is that of the cases' wall times (a process of a case, minutes apart):
+    # an operator's timings and compile times are measured otherwise and spread otherwise.
+    walls = [key for key in diffs if metric_of(key[0]) == MetricKind.WALL_TIME and _case_wall_time(key[0])]
+    pooled = [d for key in walls for d in diffs[key]]
     machine = robust_sigma(pooled, center=0.0) if len(pooled) >= MIN_POOLED_PAIRS else None
     if machine is not None:
-        for key in diffs:
-            if metric_of(key[0]) == MetricKind.WALL_TIME and key not in out:
+        for key in walls:
+            if key not in out:
                 out[key] = HistoryNoise(machine, len(pooled), "machine's wall-time history")
     return out
+
+
+def _case_wall_time(name: str) -> bool:
+    """A wall time of a case (or a user's own timing), not an operator's timing or compile time."""
+    metric = BenchmarkName.parse(name).metric
+    return metric is None or metric.suite is not Suite.OPERATORS
 
 
 def rounds_shift(m: Measurement) -> tuple[float, float] | None:

@@ -105,6 +105,23 @@ def mark_cache_states(
     return out
 
 
+def mark_compiled_apart(comparisons: Sequence[Comparison], why: str) -> tuple[list[Comparison], str]:
+    """Compile times of a pair whose builds were compiled apart (`why`: by different jobs) are not
+    compared, whatever their cache states: a compile time is measured once per build, in its
+    own stretch of time, so nothing shares the two builds' weather. The line that says so once."""
+    out, apart = [], 0
+    for c in comparisons:
+        if BenchmarkName.parse(c.name).metric is Metric.COMPILE_SECONDS and c.status in (
+            *_COMPARED,
+            CACHE_DIFFERED,
+        ):
+            c = dataclasses.replace(c, status=Status.NOT_COMPARED, note=f"compiled apart: {why}")
+            apart += 1
+        out.append(c)
+    line = f"compile time: {why}: its {apart} compile time(s) are not compared" if apart else ""
+    return out, line
+
+
 # ------------------------------------------------------------------ disturbed builds
 
 
