@@ -204,11 +204,12 @@ def _operator_replicates(
     when the selection has no operator timing."""
     commits = list(dict.fromkeys(c for p in pairs for c in (p.base, p.head)))
     before = read_results(conf)
-    if not _selects_any(before.infos, operator_rounds.replicate_regexes(bench)):
+    modules = operator_rounds.timed_modules(before, machine, commits)
+    if not modules or not _selects_any(before.infos, operator_rounds.replicate_regexes(bench, modules)):
         return {}, 0
     held = operator_rounds.replicates_held(before, machine, commits)
     code = operator_rounds.add_operator_rounds(
-        conf_path, Path(conf.results_dir), machine, commits, bench, source, progress
+        conf_path, Path(conf.results_dir), machine, commits, bench, source, progress, modules=modules
     )
     if code < 0:
         raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")

@@ -17,16 +17,17 @@ had before, and `benchkit.report.rounds_window` leaves those out.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from benchkit import settings
 from benchkit.asv_runs import Progress, asv_run_args, asv_run_settings, run_asv
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.results.read import LoadedResults
-from benchkit.names import Metric, metrics_regexes
+from benchkit.names import BenchmarkName, Metric, metrics_regexes
 from benchkit.report.noise import replicated_metric
 from benchkit.report.rounds_window import Key, rounds_of
 
@@ -46,9 +47,25 @@ def main_run_settings(config: settings.Settings) -> settings.Settings:
     return dataclasses.replace(config, measure=dataclasses.replace(config.measure, operator_processes=1))
 
 
-def replicate_regexes(bench: Sequence[str]) -> list[str]:
-    """asv ``-b`` regexes selecting, of what `bench` selects, the operator timings only."""
-    return metrics_regexes(bench, REPLICATED)
+def replicate_regexes(bench: Sequence[str], modules: Collection[str] = ()) -> list[str]:
+    """asv ``-b`` regexes selecting, of what `bench` selects, the operator timings only (of
+    `modules` only, when given: e.g. not the CUDA suite on a machine that recorded it skipped)."""
+    regexes = metrics_regexes(bench, REPLICATED)
+    if not modules:
+        return regexes
+    guard = "(?=(?:" + "|".join(re.escape(m) for m in sorted(modules)) + r")\.)"
+    return ["^" + guard + regex.removeprefix("^") for regex in regexes]
+
+
+def timed_modules(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> set[str]:
+    """The asv modules whose operator timings have a number in any of `commits` (a suite a
+    machine skipped, as the CUDA one without a GPU, has none)."""
+    found = set()
+    for commit in commits:
+        for (name, _env), m in loaded.result_set(commit, machine).measurements.items():
+            if m.has_number and replicated_metric(name):
+                found.add(BenchmarkName.parse(name).module)
+    return found
 
 
 def replicates_held(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> dict[str, dict[Key, int]]:
@@ -70,11 +87,12 @@ def add_operator_rounds(
     source: PipSource = PIP_CONFIG,
     progress: Progress | None = None,
     rounds: int = OPERATOR_ROUNDS,
+    modules: Collection[str] = (),
 ) -> int:
-    """`rounds` interleaved replicates of the selected operator timings on `commits`, appended to
-    their samples; asv's exit code."""
+    """`rounds` interleaved replicates of the selected operator timings (of `modules`, when
+    given) on `commits`, appended to their samples; asv's exit code."""
     progress = progress or Progress()
-    regexes = replicate_regexes(bench)
+    regexes = replicate_regexes(bench, modules)
     config = settings.current()
     measure = dataclasses.replace(config.measure, operator_replicates=True)
     config = dataclasses.replace(config, measure=measure)

@@ -257,3 +257,13 @@ def test_a_short_excursion_is_two_steps_and_a_count_step_pins_its_commit() -> No
     name = "b.track_instructions"
     [step] = changepoints.series_steps(name, ENV, "instructions", commits, counts, 0.005, 1e-4)
     assert (step.before, step.after, step.exact) == (commits[6], commits[7], True)
+
+
+def test_a_history_shares_one_false_step_budget_over_its_series() -> None:
+    """A flat history of many series makes a false step anywhere at most about once in 100: each
+    series gets its share of the budget, never more than a lone series' rate."""
+    from benchkit.report.segments import FALSE_STEP_RATE, HISTORY_FALSE_STEPS, series_rate
+
+    assert series_rate(1000) == pytest.approx(HISTORY_FALSE_STEPS / 1000)
+    assert series_rate(3) == FALSE_STEP_RATE and series_rate(0) == FALSE_STEP_RATE
+    assert series_rate(750) * 750 <= HISTORY_FALSE_STEPS

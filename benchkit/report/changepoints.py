@@ -34,7 +34,7 @@ from benchkit.report.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
 from benchkit.report.kernels import is_kernel_record
 from benchkit.report.noise import INSTRUCTIONS_SIGMA, case_of, value_sigma, wall_level
 from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
-from benchkit.report.segments import FALSE_STEP_RATE, fit_levels
+from benchkit.report.segments import FALSE_STEP_RATE, fit_levels, series_rate
 from benchkit.report.shifts import build_shift, round_drifts
 from benchkit.report.step_types import Step
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
@@ -79,19 +79,21 @@ def series_steps(
     values: Sequence[float | None],
     threshold: float,
     floor: float = 0.0,
+    rate: float = FALSE_STEP_RATE,
 ) -> list[Step]:
     """The steps of one benchmark's series (`values[i]` measured at `commits[i]`, None: missing);
-    `floor`: the least noise of one value on the log scale (`benchkit.report.segments`)."""
+    `floor`: the least noise of one value on the log scale, `rate`: the series' false-step rate
+    (`benchkit.report.segments`)."""
     measured = [(i, v) for i, v in enumerate(values) if v is not None and v > 0]
     if len(measured) < 2:
         return []
     at = [i for i, _ in measured]
     logs = [math.log(v) for _, v in measured]
-    fit = fit_levels(logs, floor)
+    fit = fit_levels(logs, floor, rate)
     groups = [logs[left:right] for left, right in fit.bounds]
     levels = [statistics.median(g) for g in groups]
     sigmas = _level_sigmas(groups, fit.sigma)
-    z, z_step = z_two_sided(1 - INTERVAL_LEVEL), z_two_sided(FALSE_STEP_RATE)
+    z, z_step = z_two_sided(1 - INTERVAL_LEVEL), z_two_sided(rate)
 
     def se(i: int, j: int) -> float | None:
         """Standard error of the difference of levels i and j."""
@@ -174,9 +176,10 @@ def changepoints(
     keys = sorted({key for r in history for key in r.measurements})
     by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
     loose: list[Step] = []
+    # The cache state of a compile and its kernel's hash are records, not performance.
+    keys = [(name, env) for name, env in keys if not (is_cache_record(name) or is_kernel_record(name))]
+    rate = series_rate(len(keys))  # the history's false steps, all series together
     for name, env in keys:
-        if is_cache_record(name) or is_kernel_record(name):
-            continue  # the inductor cache state of a compile or its kernel's hash, not performance
         column = [r.measurements.get((name, env)) for r in history]
         versions = [m.version for m in column if m is not None and m.version]
         latest = versions[-1] if versions else None
@@ -189,7 +192,7 @@ def changepoints(
         if metric == MetricKind.WALL_TIME:
             values = [None if i in disturbed else v for i, v in enumerate(values)]
         floor = _noise_floor(metric, [m for m, v in zip(column, values, strict=True) if m and v])
-        steps = series_steps(name, env, metric, commits, values, threshold_of(name), floor)
+        steps = series_steps(name, env, metric, commits, values, threshold_of(name), floor, rate)
         case, _ = case_of(name)
         if metric in (MetricKind.INSTRUCTIONS, MetricKind.WALL_TIME):
             by_case.setdefault((case, env), {}).setdefault(metric, []).extend(steps)

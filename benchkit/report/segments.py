@@ -39,6 +39,17 @@ from collections.abc import Sequence
 from typing import Any
 
 FALSE_STEP_RATE = 0.0005  # per flat series: the chance that noise alone makes a step
+# Per flat history, all its series together: a history's steps share one error budget as a
+# comparison's figures do (`benchkit.report.budget`), so a long suite does not make up steps.
+HISTORY_FALSE_STEPS = 0.01
+
+
+def series_rate(series: int) -> float:
+    """The false-step rate of one series of a history of `series` series: its share of
+    `HISTORY_FALSE_STEPS` (Bonferroni), never above `FALSE_STEP_RATE`."""
+    return min(FALSE_STEP_RATE, HISTORY_FALSE_STEPS / max(series, 1))
+
+
 MIN_VALUES = 5  # values a series needs for its spread to be estimated with a few degrees of freedom
 
 
