@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from benchkit.history.results.read import Measurement
-from benchkit.names import MetricKind
+from benchkit.names import BenchmarkName, Metric, MetricKind
 from benchkit.report.check_config import Override
 from benchkit.report.check_format import format_percent
 from benchkit.report.check_status import Status
@@ -83,11 +83,12 @@ def noise_of(
     if before.value <= 0 or after.value <= 0:
         return None
     replicated = replicated_metric(key[0])
+    compile_time = BenchmarkName.parse(key[0]).metric is Metric.COMPILE_SECONDS
     if pair is None:
-        return estimate(metric, before, after, None, replicated=replicated is not None)
+        return estimate(metric, before, after, None, None, replicated is not None, None, compile_time)
     history, moved = pair.history.get(key), pair.count_moves.get(key)
     prior = pair.replicate_priors.get(replicated) if replicated is not None else None
-    return estimate(metric, before, after, history, moved, replicated is not None, prior)
+    return estimate(metric, before, after, history, moved, replicated is not None, prior, compile_time)
 
 
 def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:

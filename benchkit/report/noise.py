@@ -56,6 +56,11 @@ from benchkit.stats import (
 )
 
 MIN_SAMPLES = 5  # per side, for a within-run spread
+# An operator input's cold compile time, once per build: the spread of its log ratio between
+# two cold compiles of one build in fresh processes (robust sigma 0.15-0.28 over the 51 inputs
+# of the default set, three pairs of fresh processes and caches, this project's 2-core machine;
+# the first input of a process up to x3.6): a one-number-per-build figure is never without noise.
+COMPILE_SIGMA = 0.27
 MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
 MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spread
 # A prior a little above the run-to-run spread of one build's Callgrind counts
@@ -302,6 +307,7 @@ def estimate(
     count_move: int | None = None,
     replicated: bool = False,
     prior: VariancePrior | None = None,
+    compile_time: bool = False,
 ) -> Noise:
     """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
     test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
@@ -311,7 +317,8 @@ def estimate(
     way the case's instruction count moved (`count_move`); a rounds test of a change that way
     rejects at `benchkit.stats.CORROBORATED_ALPHA`. `replicated`: an operator timing whose samples
     are replicates (`benchkit.names.Metric.replicated`), judged by them where each side has
-    `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`)."""
+    `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`); `compile_time`: a cold or warm
+    compile's seconds, never less noisy than `COMPILE_SIGMA`."""
     if replicated:
         found = replicates_noise(before, after, prior)
         if found is not None:
@@ -331,6 +338,8 @@ def estimate(
         sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
     if metric == MetricKind.INSTRUCTIONS:
         sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior"))
+    if compile_time:
+        sources.append((COMPILE_SIGMA, "cold-compile prior"))
     if not sources:
         if metric == MetricKind.WALL_TIME and before.samples and after.samples:
             return Noise(None, f"fewer than {MIN_ROUNDS} rounds a side and under {MIN_PAIRS} history pairs")
