@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         args.markdown.write_text(
             "# What benchkit check finds: A/A pairs and injected slowdowns, per round design\n\n"
             f"Generated on {time.strftime('%Y-%m-%d', time.gmtime())} by `{command}` on this project's "
-            f'2-core development machine (see docs/measurements/verdicts-how-measured.md){judged}.\n\n'
+            f"2-core development machine (see docs/measurements/verdicts-how-measured.md){judged}.\n\n"
             f"```text\n{text}```\n"
         )
     return 0
