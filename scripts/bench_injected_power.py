@@ -1,36 +1,41 @@
-"""Power and false alarms of the gate on real rounds: twin pairs (the same wheel measured twice
-by `benchkit main`) judged as they are, and again with one figure's head made slower.
+"""The gate on real noise: twin pairs (the same wheel measured twice by `benchkit main`) kept as
+a corpus, judged as they are and with one figure made slower.
 
-    python3 scripts/bench_injected_power.py --asv-config DIR/asv.conf.json --pair BASE HEAD [--pair ...]
+    python3 scripts/bench_injected_power.py export --asv-config DIR/asv.conf.json BASE HEAD OUT.json.gz
+    python3 scripts/bench_injected_power.py judge CORPUS.json.gz [...] [--size 0.05] [--markdown FILE]
 
-Per twin pair (BASE HEAD: commits or tags of the history, HEAD the twin), the window the main
-job's verdict read: the last `OPERATOR_ROUNDS` replicates of each operator timing and, for a
-wall time, base's rounds cut to as many as head holds (head's all came from the twin's job).
-Then:
+``export`` keeps what the twin's job judged (HEAD: the twin, BASE: its predecessor): the last
+`OPERATOR_ROUNDS` replicates of each operator timing, base's wall-time rounds cut to as many as
+head holds (head's all came from the twin's job), every other figure as recorded; samples to six
+significant digits, gzipped JSON (`tests/data/noise-corpus/` holds the project's).
 
-* **identical builds**: the pair through `benchkit.report.check.compare_pair` as the main job
-  judges it (interleaved): every flag is false. Over all pairs: the share of pairs with any
-  flag, and its Clopper-Pearson 95 % upper bound;
-* **injected**: per metric group (operator speedup ratio, eager and compiled seconds, wall
-  time, instruction count), `--trials` figures of distinct cases or inputs, each judged with
-  its head samples (and value) multiplied by ``1 + --size`` (counts: ``1 + --count-size``),
-  everything else as measured: found when that figure is a regression. The trials of one pair
-  share its noise; several pairs give independent draws.
+``judge`` runs each pair through `benchkit.report.check.compare_pair` as the main job judges it
+(interleaved):
 
-It reads results only (no measuring); `--markdown FILE` writes the report with its command.
+* **identical builds**: every flag is false. Over the pairs: the share with any flag and its
+  Clopper-Pearson 95 % upper bound;
+* **injected**: per metric group (operator speedup ratio, eager and compiled seconds, wall time,
+  instruction count), `--trials` figures of distinct cases or inputs, each judged with its head
+  samples and value multiplied by ``1 + --size`` (counts: ``1 + --count-size``), everything else
+  as measured: found when that figure is a regression. The trials of one pair share its noise.
+
+It reads results only, measuring nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
+import json
 import random
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from benchkit.history.results.read import LoadedResults, Measurement, ResultSet, load_asv_config, read_results
+from benchkit.history.results.read import Measurement, ResultSet, load_asv_config, read_results
 from benchkit.names import BenchmarkName, Metric
 from benchkit.operator_rounds import OPERATOR_ROUNDS
 from benchkit.report import check
@@ -38,6 +43,7 @@ from benchkit.report.budget import FLAGS
 from benchkit.report.check_status import Status
 from benchkit.report.rounds_window import keep_rounds, rounds_of
 
+CORPUS_FORMAT = "benchkit-noise-corpus"
 GROUPS: dict[str, Callable[[Metric | None], bool]] = {
     "speedup ratio": lambda m: m is Metric.COMPILED_OVER_EAGER,
     "eager seconds": lambda m: m is Metric.EAGER_SECONDS,
@@ -47,36 +53,104 @@ GROUPS: dict[str, Callable[[Metric | None], bool]] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class TwinPair:
+    label: str
+    base: ResultSet
+    head: ResultSet
+    units: Mapping[str, str | None]
+
+
+# ------------------------------------------------------------------ export
+
+
+def _cut(m: Measurement, keep: int) -> Measurement:
+    held = rounds_of(m)
+    return keep_rounds(m, held - keep) if keep and held > keep else m
+
+
 def window(base: ResultSet, head: ResultSet) -> tuple[ResultSet, ResultSet]:
-    """The rounds the twin's job judged: see the module's docstring."""
-
-    def cut(m: Measurement, keep: int) -> Measurement:
-        held = rounds_of(m)
-        return keep_rounds(m, held - keep) if keep and held > keep else m
-
+    """The rounds the twin's job judged (see the module's docstring)."""
     base_kept, head_kept = dict(base.measurements), dict(head.measurements)
     for key, after in head.measurements.items():
         metric = BenchmarkName.parse(key[0]).metric
         if metric is not None and metric.replicated:
-            head_kept[key] = cut(after, OPERATOR_ROUNDS)
+            head_kept[key] = _cut(after, OPERATOR_ROUNDS)
             if key in base_kept:
-                base_kept[key] = cut(base_kept[key], OPERATOR_ROUNDS)
+                base_kept[key] = _cut(base_kept[key], OPERATOR_ROUNDS)
         elif metric is Metric.WALL_TIME and key in base_kept:
-            base_kept[key] = cut(base_kept[key], rounds_of(after))
+            base_kept[key] = _cut(base_kept[key], rounds_of(after))
     return dataclasses.replace(base, measurements=base_kept), dataclasses.replace(
         head, measurements=head_kept
     )
 
 
-def scaled(m: Measurement, factor: float) -> Measurement:
-    assert m.value is not None
-    samples = [s * factor for s in m.samples] if m.samples else m.samples
-    return dataclasses.replace(m, value=m.value * factor, samples=samples)
+def _side(m: Measurement | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    samples = [float(f"{s:.6g}") for s in m.samples] if m.samples else None
+    return {"value": m.value, "samples": samples, "per_round": m.per_round, "version": m.version}
 
 
-def judge(base: ResultSet, head: ResultSet, loaded: LoadedResults) -> list[check.Comparison]:
+def export(asv_config: Path, base_label: str, head_label: str, out: Path, machine: str | None) -> None:
+    conf = load_asv_config(asv_config)
+    loaded = read_results(conf)
+    machine = check.pick_machine(conf.results_dir, machine)
+    sides = [
+        loaded.result_set(check.resolve_commit(conf, label, machine), machine)
+        for label in (base_label, head_label)
+    ]
+    base, head = window(*sides)
+    figures = [
+        {"name": name, "env": env, "base": _side(base.measurements.get((name, env))), "head": _side(m)}
+        for (name, env), m in sorted(head.measurements.items())
+    ]
+    names = {BenchmarkName.parse(f["name"]).benchmark for f in figures}
+    data = {
+        "format": CORPUS_FORMAT,
+        "version": 1,
+        "machine": machine,
+        "pair": [base_label, head_label],
+        "units": {key: unit for key, unit in loaded.units.items() if key in names},
+        "figures": figures,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(out, "wt") as stream:
+        json.dump(data, stream, separators=(",", ":"))
+    print(f"{out}: {len(figures)} figures of {base_label} → {head_label}")
+
+
+# ------------------------------------------------------------------ judge
+
+
+def _measurement(side: dict[str, Any] | None) -> Measurement | None:
+    if side is None:
+        return None
+    return Measurement(side["value"], None, side["samples"], side["version"], side["per_round"])
+
+
+def load_pair(path: Path) -> TwinPair:
+    with gzip.open(path, "rt") as stream:
+        data = json.load(stream)
+    if data.get("format") != CORPUS_FORMAT or data.get("version") != 1:
+        raise SystemExit(f"{path}: not a {CORPUS_FORMAT} file of version 1")
+    base, head = {}, {}
+    for figure in data["figures"]:
+        key = (figure["name"], figure["env"])
+        for sides, side in ((base, figure["base"]), (head, figure["head"])):
+            m = _measurement(side)
+            if m is not None:
+                sides[key] = m
+    label = f"{path.name}: {' → '.join(data['pair'])}"
+    machine = data["machine"]
+    return TwinPair(
+        label, ResultSet("0" * 40, machine, base), ResultSet("1" * 40, machine, head), data["units"]
+    )
+
+
+def judge_pair(base: ResultSet, head: ResultSet, units: Mapping[str, str | None]) -> list[check.Comparison]:
     config = check.parse_check_config({}, "built-in defaults")
-    return check.compare_pair(base, head, loaded.units, config, interleaved=True)[0]
+    return check.compare_pair(base, head, units, config, interleaved=True)[0]
 
 
 def trials_of(head: ResultSet, group: str, trials: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -91,11 +165,22 @@ def trials_of(head: ResultSet, group: str, trials: int, rng: random.Random) -> l
     return chosen[:trials]
 
 
+def scaled(m: Measurement, factor: float) -> Measurement:
+    assert m.value is not None
+    samples = [s * factor for s in m.samples] if m.samples else m.samples
+    return dataclasses.replace(m, value=m.value * factor, samples=samples)
+
+
 @dataclasses.dataclass
 class Tally:
     found: int = 0
     trials: int = 0
     missed: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def row(self, group: str, factor: float) -> str:
+        missed = ", ".join(f"{n} {status}" for status, n in sorted(self.missed.items())) or "-"
+        share = f"{self.found}/{self.trials}" + (f" ({self.found / self.trials:.0%})" if self.trials else "")
+        return f"| {group} ×{factor:g} | {self.trials} | {share} | {missed} |"
 
 
 def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
@@ -104,64 +189,70 @@ def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     return 1.0 if k >= n else float(beta.ppf(level, k + 1, n - k))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--asv-config", type=Path, required=True)
-    parser.add_argument("--pair", nargs=2, action="append", required=True, metavar=("BASE", "HEAD"))
-    parser.add_argument("--machine")
-    parser.add_argument("--size", type=float, default=0.05)
-    parser.add_argument("--count-size", type=float, default=0.01)
-    parser.add_argument("--trials", type=int, default=30, help="figures per group and pair")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--markdown", type=Path)
-    args = parser.parse_args(argv)
-    conf = load_asv_config(args.asv_config)
-    loaded = read_results(conf)
-    machine = check.pick_machine(conf.results_dir, args.machine)
-    rng = random.Random(args.seed)
-    lines = [f"Generated by `python3 {shlex.join(['scripts/bench_injected_power.py', *sys.argv[1:]])}`.", ""]
+def judge(paths: Sequence[Path], size: float, count_size: float, trials: int, seed: int) -> str:
+    rng = random.Random(seed)
     tallies = {group: Tally() for group in GROUPS}
-    flagged_pairs, flag_rows = 0, []
-    for base_label, head_label in args.pair:
-        base = loaded.result_set(check.resolve_commit(conf, base_label, machine), machine)
-        head = loaded.result_set(check.resolve_commit(conf, head_label, machine), machine)
-        base, head = window(base, head)
-        flags = [c for c in judge(base, head, loaded) if c.status in FLAGS]
-        flagged_pairs += bool(flags)
-        flag_rows += [f"{base_label} → {head_label}: {c.status.value} {c.name}" for c in flags]
+    flagged, rows, verdicts = 0, [], []
+    for path in paths:
+        pair = load_pair(path)
+        judged = judge_pair(pair.base, pair.head, pair.units)
+        counts: dict[str, int] = {}
+        for c in judged:
+            counts[c.status.value] = counts.get(c.status.value, 0) + 1
+        verdicts.append(f"- {pair.label}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        flags = [c for c in judged if c.status in FLAGS]
+        flagged += bool(flags)
+        rows += [f"  - {c.status.value} {c.name}" for c in flags]
         for group, tally in tallies.items():
-            factor = 1 + (args.count_size if group == "instruction count" else args.size)
-            for key in trials_of(head, group, args.trials, rng):
-                slowed = dataclasses.replace(
-                    head, measurements={**head.measurements, key: scaled(head.measurements[key], factor)}
-                )
-                verdict = next(c for c in judge(base, slowed, loaded) if (c.name, c.env) == key)
+            factor = 1 + (count_size if group == "instruction count" else size)
+            for key in trials_of(pair.head, group, trials, rng):
+                slowed = {**pair.head.measurements, key: scaled(pair.head.measurements[key], factor)}
+                head = dataclasses.replace(pair.head, measurements=slowed)
+                verdict = next(c for c in judge_pair(pair.base, head, pair.units) if (c.name, c.env) == key)
                 tally.trials += 1
                 if verdict.status == Status.REGRESSION:
                     tally.found += 1
                 else:
                     tally.missed[verdict.status.value] = tally.missed.get(verdict.status.value, 0) + 1
-    pairs = len(args.pair)
-    bound = clopper_pearson_upper(flagged_pairs, pairs)
-    lines += [
-        f"Identical builds: {flagged_pairs} of {pairs} twin pair(s) with any flag "
+    bound = clopper_pearson_upper(flagged, len(paths))
+    lines = [
+        f"Identical builds: {flagged} of {len(paths)} twin pair(s) with any flag "
         f"(Clopper-Pearson 95 % upper bound {bound:.0%}).",
-        *(f"- {row}" for row in flag_rows),
+        *verdicts,
+        *rows,
         "",
         "| injected | figures | found | missed as |",
         "|---|---:|---:|---|",
     ]
-    for group, tally in tallies.items():
-        size = args.count_size if group == "instruction count" else args.size
-        missed = ", ".join(f"{n} {status}" for status, n in sorted(tally.missed.items())) or "-"
-        share = f"{tally.found}/{tally.trials}" + (
-            f" ({tally.found / tally.trials:.0%})" if tally.trials else ""
-        )
-        lines.append(f"| {group} ×{1 + size:g} | {tally.trials} | {share} | {missed} |")
-    text = "\n".join(lines) + "\n"
+    lines += [t.row(g, 1 + (count_size if g == "instruction count" else size)) for g, t in tallies.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    out = commands.add_parser("export", help="keep a twin pair's judged figures as a corpus file")
+    out.add_argument("--asv-config", type=Path, required=True)
+    out.add_argument("--machine")
+    out.add_argument("base")
+    out.add_argument("head")
+    out.add_argument("out", type=Path)
+    judged = commands.add_parser("judge", help="twin pairs as they are and with one figure slower")
+    judged.add_argument("corpus", type=Path, nargs="+")
+    judged.add_argument("--size", type=float, default=0.05)
+    judged.add_argument("--count-size", type=float, default=0.01)
+    judged.add_argument("--trials", type=int, default=30, help="figures per group and pair")
+    judged.add_argument("--seed", type=int, default=1)
+    judged.add_argument("--markdown", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "export":
+        export(args.asv_config, args.base, args.head, args.out, args.machine)
+        return 0
+    text = judge(args.corpus, args.size, args.count_size, args.trials, args.seed)
     print(text)
     if args.markdown:
-        args.markdown.write_text(f"# Gate power on real rounds\n\n{text}")
+        command = shlex.join(["python3", "scripts/bench_injected_power.py", *sys.argv[1:]])
+        args.markdown.write_text(f"# The gate on real noise\n\nGenerated by `{command}`.\n\n{text}")
     return 0
 
 

@@ -64,6 +64,11 @@ def test_a_disturbed_build_is_not_judged_and_the_true_changes_are_found(tmp_path
             )
             counts = [c for c in verdict.comparisons if c.metric == "instructions"]
             assert counts and all(c.status == "unchanged" for c in counts)  # still judged
+        elif (base, head) == (7, 8) and flat == 0:
+            # +9.2 % of Slower in this draw, against the MDC of its own 29 history pairs (a t-test
+            # on 14 degrees of freedom: ±10.4 %, above the 10 % ceiling): can't tell, not missed.
+            slower = next(c for c in verdict.comparisons if c.name.endswith("Slower.time_wall"))
+            assert not flagged and slower.status == "can't tell" and verdict.exit_code == 0
         elif (base, head) == (23, 24) and flat == 13:
             # This draw's +6.9 % of Slower2 lies within its MDC (±8.4 %): unchanged, with or
             # without the disturbed-build rule; `benchkit regressions` finds it over the history.

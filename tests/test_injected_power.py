@@ -30,13 +30,22 @@ def _twins(tmp_path: Path) -> History:
 
 def test_twins_are_not_flagged_and_a_large_injected_change_is_found(tmp_path: Path) -> None:
     project = _twins(tmp_path)
-    report = tmp_path / "power.md"
-    command = [sys.executable, str(SCRIPT), "--asv-config", str(project.config)]
-    command += ["--pair", commit_hash(0)[:8], commit_hash(1)[:8], "--trials", "5", "--size", "0.3"]
-    done = subprocess.run([*command, "--markdown", str(report)], capture_output=True, text=True)
+    corpus, report = tmp_path / "twins.json.gz", tmp_path / "power.md"
+    script = [sys.executable, str(SCRIPT)]
+    pair = [commit_hash(0)[:8], commit_hash(1)[:8]]
+    made = subprocess.run(
+        [*script, "export", "--asv-config", str(project.config), *pair, str(corpus)],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0 and "12 figures" in made.stdout, made.stderr
+    judge = [*script, "judge", str(corpus), "--trials", "5"]
+    done = subprocess.run(
+        [*judge, "--size", "0.3", "--markdown", str(report)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert "Identical builds: 0 of 1 twin pair(s) with any flag" in done.stdout
     assert "| speedup ratio ×1.3 | 5 | 5/5 (100%) | - |" in done.stdout
-    assert report.read_text().startswith("# Gate power on real rounds")
-    small = subprocess.run([*command[:-2], "--size", "0.001"], capture_output=True, text=True)
+    assert report.read_text().startswith("# The gate on real noise")
+    small = subprocess.run([*judge, "--size", "0.001"], capture_output=True, text=True)
     assert "| speedup ratio ×1.001 | 5 | 0/5 (0%) |" in small.stdout  # the script can miss

@@ -1,0 +1,41 @@
+"""The gate on real noise: the twin pairs of tests/data/noise-corpus (the same torch wheel
+measured twice by `benchkit main`, whole suite, kept by `scripts/bench_injected_power.py
+export`), judged as the main job judges them. Every flag there is false."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from benchkit.report.budget import FLAGS
+from benchkit.report.check_status import Status
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").glob("*.json.gz"))
+
+
+def _script():  # the corpus reader lives with the program that writes it
+    spec = importlib.util.spec_from_file_location("bench_injected_power", REPO_ROOT / "scripts" / "bench_injected_power.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def test_a_twin_pair_of_real_rounds_has_no_flag(path: Path) -> None:
+    script = _script()
+    pair = script.load_pair(path)
+    judged = script.judge_pair(pair.base, pair.head, pair.units)
+    flags = [f"{c.status.value} {c.name}: {c.note}" for c in judged if c.status in FLAGS]
+    assert not flags, "\n".join(flags)
+    assert not [c for c in judged if c.status in (Status.NEWLY_FAILING, Status.MISSING_ON_HEAD)]
+    # Judged at all: most figures have a verdict, not "insufficient data".
+    unknown = sum(c.status == Status.INSUFFICIENT_DATA for c in judged)
+    assert unknown <= len(judged) // 10, unknown
+
+
+def test_the_corpus_is_there() -> None:
+    assert CORPUS, "tests/data/noise-corpus holds no twin pair"
