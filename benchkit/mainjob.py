@@ -75,7 +75,7 @@ from benchkit.history.results.read import (
     set_aside_damaged,
 )
 from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, SAMPLES_PER_ROUND
-from benchkit.util import atomic_write_text
+from benchkit.util import atomic_write_json, atomic_write_text
 
 VERDICT_FILE = "verdict.md"  # in the site's folder: every pair's full `benchkit check` table
 
@@ -275,6 +275,7 @@ def _run_main_job(
 ) -> int:
     from benchkit import names
     from benchkit.report import check, job_verdict, rounds_look, rounds_window, run_summary
+    from benchkit.report.check_json import verdict_json
 
     progress = Progress()
     conf = load_asv_config(conf_path)  # read once: every step below is handed this
@@ -459,7 +460,8 @@ def _run_main_job(
         # The terminal gets each pair's headline and largest changes; the full tables a file.
         table = Path(html_dir) / VERDICT_FILE
         atomic_write_text(table, verdict.markdown)
-        sys.stdout.write(verdict.summary + f"\nEvery figure's verdict: {table}\n")
+        atomic_write_json(table.with_suffix(".json"), [verdict_json(v, b, h) for b, h, v in verdict.verdicts])
+        sys.stdout.write(verdict.summary + f"\nEvery figure's verdict: {table} (and as JSON beside it)\n")
         problems.extend(verdict.problems)
         code = max(code, verdict.exit_code)
     else:

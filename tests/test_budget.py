@@ -101,3 +101,19 @@ def test_a_flag_within_its_own_test_but_beyond_the_budget_is_cant_tell() -> None
         pytest.fail("no figure of 200 identical pairs passed its own test: the simulation is too quiet")
     assert all(c.status == Status.CANT_TELL for c in demoted)
     assert "over 300 figures" in demoted[0].note
+
+
+def test_the_json_row_holds_the_judged_change_its_interval_alpha_and_p() -> None:
+    from benchkit.report.check_json import verdict_json
+
+    rng = random.Random(14)
+    name = f"operators.op001.{METHODS[2]}('8x16 f32')"
+    comparisons, _ = check.compare_pair(
+        _figures(rng, 0.02, 6, {}), _figures(rng, 0.02, 6, {name: 1.2}), UNITS, CONFIG
+    )
+    verdict = check.render(comparisons, "base", "head", "box", CONFIG)
+    [row] = [r for r in verdict_json(verdict, "base", "head")["comparisons"] if r["name"] == name]
+    low, high = row["interval"]
+    assert row["verdict"] == "regression" and low < row["change"] < high and low > 1.0
+    assert row["change"] == pytest.approx(1.2, rel=0.05) and row["alpha"] == 0.001 and row["p"] < 1e-5
+    assert "identical builds fail anywhere at most 1 time in 100" in verdict.markdown

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from benchkit.history.results.read import Measurement
+from benchkit.report.budget import judged_p
 from benchkit.report.check_types import Comparison, Verdict
 
 EXIT_REASONS = {
@@ -21,6 +23,19 @@ def _side(measurement: Measurement | None) -> dict[str, Any] | None:
     return {"value": None if measurement.failed or measurement.skipped else measurement.value, "state": state}
 
 
+def _judged(c: Comparison) -> dict[str, Any]:
+    """The change the verdict's test judged (a factor), its interval at the test's α, and its p."""
+    noise = c.noise
+    if noise is None or noise.sigma is None:
+        return {"change": c.ratio, "interval": None, "alpha": None, "p": None}
+    log_change = noise.change if noise.change is not None else (math.log(c.ratio) if c.ratio else None)
+    if log_change is None:
+        return {"change": None, "interval": None, "alpha": noise.alpha, "p": None}
+    half = noise.critical * noise.sigma
+    interval = [math.exp(log_change - half), math.exp(log_change + half)]
+    return {"change": math.exp(log_change), "interval": interval, "alpha": noise.alpha, "p": judged_p(c)}
+
+
 def _row(c: Comparison) -> dict[str, Any]:
     return {
         "name": c.name,
@@ -33,6 +48,7 @@ def _row(c: Comparison) -> dict[str, Any]:
         "ratio": c.ratio,
         "threshold": c.threshold,
         "mdc": c.mdc,
+        **_judged(c),
         "note": c.note,
     }
 
@@ -49,6 +65,7 @@ def verdict_json(verdict: Verdict, base: str, head: str) -> dict[str, Any]:
         "problems": list(verdict.problems),
         "not_judged": list(verdict.not_judged),
         "environment_shifts": list(verdict.shifts),
+        "build_wide_changes": list(verdict.build_wide),
         "counts": counts,
         "comparisons": [_row(c) for c in verdict.comparisons],
     }

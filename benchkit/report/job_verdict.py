@@ -67,6 +67,7 @@ class JobVerdict:
     problems: tuple[str, ...]  # one line each: why the exit code is not 0
     heads: tuple[str, ...]  # the builds judged
     summary: str = ""  # for a terminal: per pair its headline and largest changes (`pair_summary`)
+    verdicts: tuple[tuple[str, str, Verdict], ...] = ()  # (base label, head label, its verdict) per pair
 
 
 TOP_CHANGES = 5  # rows of each pair's largest flagged changes in the terminal summary
@@ -105,6 +106,7 @@ def judge_run(
     compiled both."""
     parts: list[str] = []
     summaries: list[str] = []
+    verdicts: list[tuple[str, str, Verdict]] = []
     problems: list[str] = []
     code = 0
     config = check_config_for(conf_path)
@@ -132,6 +134,7 @@ def judge_run(
             code = max(code, 2)
             continue
         parts.append(verdict.markdown)
+        verdicts.append((base, head, verdict))
         summaries.append(pair_summary(f"{head} against {pair.against} {base}:", verdict))
         if verdict.exit_code:
             problems.append(f"benchkit check {base} {head} exited {verdict.exit_code} (see above)")
@@ -149,7 +152,7 @@ def judge_run(
             )
         code = max(code, 1 if slower else 0)
         summaries.append(f"The history's steps at these builds: {len(steps)} ({len(slower)} slower)\n")
-    return JobVerdict("".join(parts), code, tuple(problems), heads, "".join(summaries))
+    return JobVerdict("".join(parts), code, tuple(problems), heads, "".join(summaries), tuple(verdicts))
 
 
 def _compiled_apart(pair: JudgedPair, base: str, measured: Collection[str]) -> str:
