@@ -183,6 +183,19 @@ class Tally:
         return f"| {group} ×{factor:g} | {self.trials} | {share} | {missed} |"
 
 
+def by_group(judged: Sequence[check.Comparison]) -> list[str]:
+    """One line per metric group: how many of its figures got each verdict."""
+    lines = []
+    for group, belongs in GROUPS.items():
+        counts: dict[str, int] = {}
+        for c in judged:
+            if belongs(BenchmarkName.parse(c.name).metric):
+                counts[c.status.value] = counts.get(c.status.value, 0) + 1
+        if counts:
+            lines.append(f"  - {group}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return lines
+
+
 def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     from scipy.stats import beta
 
@@ -200,6 +213,7 @@ def judge(paths: Sequence[Path], size: float, count_size: float, trials: int, se
         for c in judged:
             counts[c.status.value] = counts.get(c.status.value, 0) + 1
         verdicts.append(f"- {pair.label}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        verdicts += by_group(judged)
         flags = [c for c in judged if c.status in FLAGS]
         flagged += bool(flags)
         rows += [f"  - {c.status.value} {c.name}" for c in flags]
