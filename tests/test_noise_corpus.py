@@ -5,6 +5,7 @@ export`), judged as the main job judges them. Every flag there is false."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,12 @@ CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").glob("*.json.gz"
 
 
 def _script():  # the corpus reader lives with the program that writes it
-    spec = importlib.util.spec_from_file_location("bench_injected_power", REPO_ROOT / "scripts" / "bench_injected_power.py")
+    spec = importlib.util.spec_from_file_location(
+        "bench_injected_power", REPO_ROOT / "scripts" / "bench_injected_power.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
