@@ -202,12 +202,14 @@ def _operator_replicates(
     """The judged builds' operator timings again, interleaved (`benchkit.operator_rounds`): the
     replicates each held before (which the verdict leaves out) and asv's exit code; nothing
     when the selection has no operator timing."""
+    from benchkit.report import rounds_window
+
     commits = list(dict.fromkeys(c for p in pairs for c in (p.base, p.head)))
     before = read_results(conf)
     modules = operator_rounds.timed_modules(before, machine, commits)
     if not modules or not _selects_any(before.infos, operator_rounds.replicate_regexes(bench, modules)):
         return {}, 0
-    held = operator_rounds.replicates_held(before, machine, commits)
+    held = rounds_window.held_rounds(before, machine, commits, keep=rounds_window.is_replicate_timing)
     code = operator_rounds.add_operator_rounds(
         conf_path, Path(conf.results_dir), machine, commits, bench, source, progress, modules=modules
     )

@@ -10,8 +10,8 @@ baseline), selecting only the operator timings (`benchkit.names.Metric.replicate
 `OPERATOR_ROUNDS` interleaved asv rounds: in every round each build's ``setup_cache`` times the
 operator set afresh in one process (``BENCHKIT_OPERATOR_REPLICATES``), asv alternates the
 builds' order (A B, then B A) and appends the round's timing to the build's samples. The
-verdict judges each pair by these replicates alone: `replicates_held` says how many each build
-had before, and `benchkit.report.rounds_window` leaves those out.
+verdict judges each pair by these replicates alone: `benchkit.report.rounds_window` leaves out
+those each build had before.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric, metrics_regexes
 from benchkit.report.noise import replicated_metric
-from benchkit.report.rounds_window import Key, rounds_of
 
 # Replicates per build and pair. Each is one timing process of the whole operator set (its
 # kernels from the build's inductor cache, warm after the main run), about 27 s of a job per
@@ -68,16 +67,6 @@ def timed_modules(loaded: LoadedResults, machine: str, commits: Sequence[str]) -
             if m.has_number and replicated_metric(name):
                 found.add(BenchmarkName.parse(name).module)
     return found
-
-
-def replicates_held(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> dict[str, dict[Key, int]]:
-    """Per commit, the replicates each of its operator timings holds now (before more are added)."""
-    held: dict[str, dict[Key, int]] = {}
-    for commit in commits:
-        result_set = loaded.result_set(commit, machine)
-        measurements = result_set.measurements.items()
-        held[commit] = {key: rounds_of(m) for key, m in measurements if replicated_metric(key[0])}
-    return held
 
 
 def add_operator_rounds(

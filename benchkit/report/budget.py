@@ -19,7 +19,6 @@ closed on their own terms).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 from benchkit.report.check_status import Status
@@ -49,22 +48,10 @@ class Budget:
         )
 
 
-def judged_p(c: Comparison) -> float | None:
-    """The two-sided p-value of the change `c`'s test judged; None without a noise estimate."""
-    noise = c.noise
-    if noise is None or noise.sigma is None or c.before is None or c.after is None:
-        return None
-    if noise.change is not None:
-        return noise.p_value(noise.change)
-    before, after = c.before.value, c.after.value
-    if before is None or after is None or before <= 0 or after <= 0:
-        return None
-    return noise.p_value(math.log(after / before))
-
-
-def in_family(c: Comparison) -> bool:
-    """Whether `c` counts in the pair's budget: tested at `ALPHA` or below (not corroborated)."""
-    return c.noise is not None and c.noise.alpha <= ALPHA and judged_p(c) is not None
+def in_family(c: Comparison, p: float | None) -> bool:
+    """Whether `c` (of p-value `p`) counts in the pair's budget: tested at `ALPHA` or below (not
+    corroborated)."""
+    return p is not None and c.noise is not None and c.noise.alpha <= ALPHA
 
 
 def bh_cutoff(p_values: Sequence[float], q: float = FAMILY_Q) -> float:
@@ -80,19 +67,32 @@ def bh_cutoff(p_values: Sequence[float], q: float = FAMILY_Q) -> float:
     return cutoff
 
 
+def _family(comparisons: Sequence[Comparison]) -> list[float | None]:
+    """Each comparison's p-value where it counts in the budget, else None (computed once)."""
+    out = []
+    for c in comparisons:
+        p = c.p_value()
+        out.append(p if in_family(c, p) else None)
+    return out
+
+
 def family_budget(comparisons: Sequence[Comparison], q: float = FAMILY_Q) -> Budget:
-    p_values = [p for c in comparisons if in_family(c) and (p := judged_p(c)) is not None]
+    return _budget(_family(comparisons), q)
+
+
+def _budget(family: Sequence[float | None], q: float) -> Budget:
+    p_values = [p for p in family if p is not None]
     return Budget(q, len(p_values), bh_cutoff(p_values, q))
 
 
 def apply_budget(comparisons: Sequence[Comparison], q: float = FAMILY_Q) -> list[Comparison]:
     """`comparisons` with every flag of the family whose p lies above the pair's cutoff made
     can't tell: its own test saw a change, the whole comparison's budget does not allow it."""
-    budget = family_budget(comparisons, q)
+    family = _family(comparisons)
+    budget = _budget(family, q)
     out = []
-    for c in comparisons:
-        p = judged_p(c)
-        if c.status in FLAGS and in_family(c) and p is not None and p > budget.cutoff:
+    for c, p in zip(comparisons, family, strict=True):
+        if c.status in FLAGS and p is not None and p > budget.cutoff:
             note = (
                 f"p = {p:.2g} passes its own test but not the comparison's error budget "
                 f"(p ≤ {budget.cutoff:.2g} over {budget.tested} figures)"

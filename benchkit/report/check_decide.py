@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 
 from benchkit.history.results.read import Measurement
-from benchkit.names import BenchmarkName, Metric, MetricKind
+from benchkit.names import BenchmarkName, MetricKind
 from benchkit.report.check_config import Override
 from benchkit.report.check_format import format_percent
 from benchkit.report.check_status import Status
-from benchkit.report.noise import Noise, estimate, replicated_metric
+from benchkit.report.noise import Noise, estimate
 from benchkit.report.shifts import PairNoise
 
 # A threshold of 0 in the config means "from the noise": the benchmark's minimum
@@ -82,13 +82,12 @@ def noise_of(
     assert before.value is not None and after.value is not None
     if before.value <= 0 or after.value <= 0:
         return None
-    replicated = replicated_metric(key[0])
-    compile_time = BenchmarkName.parse(key[0]).metric is Metric.COMPILE_SECONDS
+    figure = BenchmarkName.parse(key[0]).metric
     if pair is None:
-        return estimate(metric, before, after, None, None, replicated is not None, None, compile_time)
+        return estimate(metric, before, after, None, figure=figure)
     history, moved = pair.history.get(key), pair.count_moves.get(key)
-    prior = pair.replicate_priors.get(replicated) if replicated is not None else None
-    return estimate(metric, before, after, history, moved, replicated is not None, prior, compile_time)
+    prior = pair.replicate_priors.get(figure) if figure is not None else None
+    return estimate(metric, before, after, history, moved, figure, prior)
 
 
 def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:

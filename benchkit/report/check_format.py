@@ -52,12 +52,13 @@ def format_value(m: Measurement | None, unit: str | None) -> str:
 def format_change(c: Comparison) -> str:
     """The change the verdict judged: a rounds or replicates test's own estimate, with its
     confidence interval at the test's α; else the ratio of asv's two values."""
-    noise = c.noise
-    if noise is not None and noise.change is not None and noise.sigma is not None:
-        ratio = math.exp(noise.change)
-        low, high = (math.exp(noise.change + k * noise.critical * noise.sigma) for k in (-1, 1))
-        level = f"{(1 - noise.alpha) * 100:.4g}%"
-        return f"{(ratio - 1) * 100:+.1f}% (×{ratio:.3f}, {level} CI ×{low:.3f} to ×{high:.3f})"
+    interval = c.interval()
+    if c.noise is not None and c.noise.change is not None and interval is not None:
+        ratio = math.exp(c.noise.change)
+        level = f"{(1 - c.noise.alpha) * 100:.4g}%"
+        return (
+            f"{(ratio - 1) * 100:+.1f}% (×{ratio:.3f}, {level} CI ×{interval[0]:.3f} to ×{interval[1]:.3f})"
+        )
     ratio = c.ratio
     return f"{(ratio - 1) * 100:+.1f}% (×{ratio:.2f})" if ratio is not None else c.status.value
 

@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 from benchkit.history.results.read import Measurement
-from benchkit.report.budget import judged_p
 from benchkit.report.check_types import Comparison, Verdict
 
 EXIT_REASONS = {
@@ -25,15 +24,13 @@ def _side(measurement: Measurement | None) -> dict[str, Any] | None:
 
 def _judged(c: Comparison) -> dict[str, Any]:
     """The change the verdict's test judged (a factor), its interval at the test's α, and its p."""
-    noise = c.noise
-    if noise is None or noise.sigma is None:
-        return {"change": c.ratio, "interval": None, "alpha": None, "p": None}
-    log_change = noise.change if noise.change is not None else (math.log(c.ratio) if c.ratio else None)
-    if log_change is None:
-        return {"change": None, "interval": None, "alpha": noise.alpha, "p": None}
-    half = noise.critical * noise.sigma
-    interval = [math.exp(log_change - half), math.exp(log_change + half)]
-    return {"change": math.exp(log_change), "interval": interval, "alpha": noise.alpha, "p": judged_p(c)}
+    change, interval = c.judged_change, c.interval()
+    return {
+        "change": None if change is None else math.exp(change),
+        "interval": None if interval is None else list(interval),
+        "alpha": None if c.noise is None or c.noise.sigma is None else c.noise.alpha,
+        "p": c.p_value(),
+    }
 
 
 def _row(c: Comparison) -> dict[str, Any]:

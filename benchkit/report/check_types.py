@@ -8,6 +8,7 @@ to name them.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from benchkit.history.results.read import Measurement
 from benchkit.names import MetricKind
@@ -34,6 +35,28 @@ class Comparison:
     @property
     def mdc(self) -> float | None:
         return self.noise.mdc if self.noise else None
+
+    @property
+    def judged_change(self) -> float | None:
+        """The log change the verdict's test judged: a rounds or replicates test's own estimate,
+        else the log of asv's two values; None without both."""
+        if self.noise is not None and self.noise.change is not None:
+            return self.noise.change
+        ratio = self.ratio
+        return math.log(ratio) if ratio is not None and ratio > 0 else None
+
+    def interval(self) -> tuple[float, float] | None:
+        """The judged change's confidence interval (factors) at its test's α; None without noise."""
+        change, noise = self.judged_change, self.noise
+        if change is None or noise is None or noise.sigma is None:
+            return None
+        half = noise.critical * noise.sigma
+        return math.exp(change - half), math.exp(change + half)
+
+    def p_value(self) -> float | None:
+        """The two-sided p of the judged change under its noise; None without a noise estimate."""
+        change = self.judged_change
+        return None if change is None or self.noise is None else self.noise.p_value(change)
 
     @property
     def ratio(self) -> float | None:

@@ -305,9 +305,8 @@ def estimate(
     after: Measurement,
     history: HistoryNoise | None,
     count_move: int | None = None,
-    replicated: bool = False,
+    figure: Metric | None = None,
     prior: VariancePrior | None = None,
-    compile_time: bool = False,
 ) -> Noise:
     """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
     test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
@@ -315,11 +314,11 @@ def estimate(
     A wall time's samples within one process understate how far two processes differ, so
     without enough rounds a wall time is judged against its history only. `count_move`: which
     way the case's instruction count moved (`count_move`); a rounds test of a change that way
-    rejects at `benchkit.stats.CORROBORATED_ALPHA`. `replicated`: an operator timing whose samples
-    are replicates (`benchkit.names.Metric.replicated`), judged by them where each side has
-    `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`); `compile_time`: a cold or warm
-    compile's seconds, never less noisy than `COMPILE_SIGMA`."""
-    if replicated:
+    rejects at `benchkit.stats.CORROBORATED_ALPHA`. `figure`: which of benchkit's metrics it is,
+    if any: an operator timing whose samples are replicates (`Metric.replicated`) is judged by
+    them where each side has `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`); a
+    compile's seconds are never less noisy than `COMPILE_SIGMA`."""
+    if figure is not None and figure.replicated:
         found = replicates_noise(before, after, prior)
         if found is not None:
             return found
@@ -339,7 +338,7 @@ def estimate(
         sources.append((history.sigma, label, history_df(history.pairs)))
     if metric == MetricKind.INSTRUCTIONS:
         sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior", None))
-    if compile_time:
+    if figure is Metric.COMPILE_SECONDS:
         sources.append((COMPILE_SIGMA, "cold-compile prior", None))
     if not sources:
         if metric == MetricKind.WALL_TIME and before.samples and after.samples:

@@ -28,11 +28,15 @@ def is_wall_time(key: Key) -> bool:
     return BenchmarkName.parse(key[0]).metric is Metric.WALL_TIME
 
 
-def is_windowed(key: Key) -> bool:
-    """Whether a verdict may judge `key` by a window of its rounds: a wall time, or an operator
-    timing, whose samples are replicates (`Metric.replicated`, a round of one sample each)."""
+def is_replicate_timing(key: Key) -> bool:
+    """An operator timing, whose samples are replicates (`Metric.replicated`): a round of one."""
     metric = BenchmarkName.parse(key[0]).metric
-    return metric is Metric.WALL_TIME or (metric is not None and metric.replicated)
+    return metric is not None and metric.replicated
+
+
+def is_windowed(key: Key) -> bool:
+    """Whether a verdict may judge `key` by a window of its rounds: a wall time or an operator timing."""
+    return is_wall_time(key) or is_replicate_timing(key)
 
 
 def rounds_of(m: Measurement) -> int:
@@ -53,12 +57,15 @@ def keep_rounds(m: Measurement, first: int, last: int | None = None) -> Measurem
     return dataclasses.replace(m, samples=samples, value=statistics.median(samples))
 
 
-def held_rounds(loaded: LoadedResults, machine: str, commits: Sequence[str]) -> dict[str, dict[Key, int]]:
-    """Per commit (full hash) that holds any, the rounds each of its wall times holds now."""
+def held_rounds(
+    loaded: LoadedResults, machine: str, commits: Sequence[str], keep: Callable[[Key], bool] = is_wall_time
+) -> dict[str, dict[Key, int]]:
+    """Per commit (full hash) that holds any, the rounds each of its benchmarks that `keep`
+    selects (its wall times; or its operator timings, a replicate a round) holds now."""
     held: dict[str, dict[Key, int]] = {}
     for commit in commits:
         result_set = loaded.result_set(commit, machine)
-        rounds = {k: rounds_of(m) for k, m in result_set.measurements.items() if is_wall_time(k)}
+        rounds = {k: rounds_of(m) for k, m in result_set.measurements.items() if keep(k)}
         if any(rounds.values()):
             held[commit] = rounds
     return held
