@@ -19,6 +19,7 @@ import math
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,32 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     assert done.returncode == (1 if problems else 0), log[-3000:]
     assert all(p.startswith("benchkit check ") for p in problems), problems
     assert (work / "benchkit" / "html" / "index.html").is_file()
+    _export_has_a_record_per_number(work / "benchkit", tmp_path / "export", results)
+
+
+def _export_has_a_record_per_number(project: Path, out: Path, results: list[Path]) -> None:
+    """`benchkit export` of the job: one record per figure with a number (the cache state and the
+    kernel, records rather than figures, go into the compile figures'), in the shape of PyTorch's
+    writers, the newer build judged against the older."""
+    from test_export import PYTORCH_RECORD, shape
+
+    done = subprocess.run(
+        [sys.executable, "-m", "benchkit.cli", "export", "--asv-config", str(project / "asv.conf.json"),
+         "--out", str(out)], capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    records_of = {path.stem[:8]: json.loads(path.read_text()) for path in out.glob("*/*.json")}
+    assert len(records_of) == 2, done.stdout
+    for path in results:
+        numbers = [
+            value
+            for name, values in _numbers(path).items()
+            if not name.endswith(("track_compile_cache_hit", "track_kernel_hash"))
+            for value in values or [None]
+            if isinstance(value, float) and not math.isnan(value)
+        ]
+        assert len(records_of[path.name[:8]]) == len(numbers), path.name
+    records = [r for rs in records_of.values() for r in rs]
+    assert all(shape(r) == shape(PYTORCH_RECORD) for r in records)
+    judged = [rs for rs in records_of.values() if all("verdict" in r["metric"]["extra_info"] for r in rs)]
+    assert len(judged) == 1, done.stdout  # the newer build; the older has no predecessor

@@ -24,6 +24,7 @@ _COMMAND_MODULES = (
     "benchkit.cli.check",
     "benchkit.cli.regressions",
     "benchkit.cli.publish",
+    "benchkit.cli.export",
     "benchkit.cli.backfill",
     "benchkit.cli.main_job",  # main
 )

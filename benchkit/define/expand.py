@@ -50,6 +50,18 @@ _MODES = tuple(
 _CPP_JIT_GLOBAL_SETUP = "#include <string>\n#include <vector>\n#include <torch/script.h>\n"
 
 
+KEY_SEPARATOR = " | "
+
+
+def key_runs_backward(key: str) -> bool | None:
+    """Whether the case of `key` (`Case.key`) runs a backward pass; None for an explicit one,
+    which says nothing of autograd."""
+    parts = key.rsplit(KEY_SEPARATOR, 4)  # a label may hold the separator; the modes cannot
+    if len(parts) < 5 or parts[3] not in (AutogradMode.FORWARD.value, AutogradMode.FORWARD_BACKWARD.value):
+        return None
+    return parts[3] == AutogradMode.FORWARD_BACKWARD.value
+
+
 class Case(NamedTuple):
     """One concrete benchmark: what `torch.utils.benchmark.Timer` would run."""
 
@@ -62,7 +74,7 @@ class Case(NamedTuple):
         """Unique, human-readable identity: the full label plus the derived modes."""
         modes = self.autolabels.as_dict
         parts = ["/".join(self.label), modes["language"], modes["runtime"], modes["autograd"]]
-        return " | ".join([*parts, f"{self.timer_args.num_threads} thread(s)"])
+        return KEY_SEPARATOR.join([*parts, f"{self.timer_args.num_threads} thread(s)"])
 
     @property
     def fingerprint(self) -> str:

@@ -127,6 +127,16 @@ class OperatorInput:
         return ", ".join(parts)
 
 
+_LABEL_TENSOR = re.compile(r"(?:^|[\s,(\[=])(?:\d+(?:x\d+)*|scalar) ([a-z]+\d*)\b")
+
+
+def label_dtype(label: str) -> str | None:
+    """The torch dtype name of the first tensor an `OperatorInput.label` describes (``float32``);
+    None when it shows no tensor."""
+    found = _LABEL_TENSOR.search(label)
+    return DTYPE_ABBREVIATIONS.get(found[1]) if found else None
+
+
 def _walk(value: Any, found: list[TensorSpec | SparseTensorSpec]) -> None:
     if isinstance(value, (TensorSpec, SparseTensorSpec)):
         found.append(value)

@@ -155,7 +155,7 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _benchmark_infos(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, BenchmarkInfo]:
+def benchmark_infos_by_name(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict[str, BenchmarkInfo]:
     """benchmarks.json's entries (empty without one) by unrolled benchmark name."""
     infos: dict[str, BenchmarkInfo] = {}
     for key, info in benchmarks.items():
@@ -174,7 +174,7 @@ def _operator_pretty_name(key: str) -> str | None:
     parsed = BenchmarkName.parse(key)
     if parsed.metric not in OPERATOR_METRICS:
         return None
-    operator = _operator_names().get(parsed.class_name, parsed.class_name)
+    operator = operator_names().get(parsed.class_name, parsed.class_name)
     on_device = "" if parsed.device == "cpu" else f" on {parsed.device.upper()}"
     return f"{operator}{on_device} [{parsed.method}]"
 
@@ -209,7 +209,7 @@ def _git_objects(git_dir: str, specs: Sequence[str]) -> dict[str, bytes | None]:
     return objects
 
 
-def _read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
+def read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
     """Build facts for `commits`: date, and for a wheel history its torch version and git_version.
 
     A commit without a build record is an upstream PyTorch commit (a source
@@ -294,7 +294,7 @@ def load_site_data(
         (machine, commit): found for machine in machines for commit, found in loaded.sets[machine].items()
     }
     envs = {env for found in results.values() for _, env in found.measurements}
-    builds = _read_builds(repo, {commit for _, commit in results})
+    builds = read_builds(repo, {commit for _, commit in results})
     branch_commits: dict[tuple[str, str], tuple[str, ...]] = {}
     for branch in conf.branches or [None]:
         on_branch = set(repo.get_branch_commits(branch))
@@ -308,7 +308,7 @@ def load_site_data(
         builds=builds,
         results=results,
         branch_commits=branch_commits,
-        benchmarks=_benchmark_infos(loaded.infos),
+        benchmarks=benchmark_infos_by_name(loaded.infos),
         config=_check_config(conf_path, config_path),
         env_count=len(envs),
         damaged=loaded.damaged,
@@ -395,7 +395,7 @@ class OperatorRow:
 
 
 @functools.cache
-def _operator_names() -> dict[str, str]:
+def operator_names() -> dict[str, str]:
     """asv class name -> operator name, for the operators of both default sets."""
     try:
         from benchkit.measure.operators.workload import CUDA_DEFAULT_OPERATORS, DEFAULT_OPERATORS
@@ -406,7 +406,7 @@ def _operator_names() -> dict[str, str]:
 
 def operator_rows(result_set: ResultSet, benchmarks: Mapping[str, BenchmarkInfo]) -> list[OperatorRow]:
     """operatorbench's summary of one commit from the per-input asv results."""
-    names = _operator_names()
+    names = operator_names()
     several_envs = len({env for _, env in result_set.measurements}) > 1
     values: dict[tuple[str, str], dict[tuple[str, ...], dict[str, float | None]]] = {}
     for (name, env), measurement in result_set.measurements.items():
