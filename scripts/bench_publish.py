@@ -9,6 +9,10 @@ Target: benchkit's pages add at most 50% to asv's own publish time.
 
     python scripts/bench_publish.py [--commits 100] [--benchmarks 300] [--repeat 3] [--keep DIR]
 
+It then prints the size of each page a user opens (the site's top-level pages and the largest
+why page) and how long headless Chromium takes to load each of the largest from disk (the
+page's own navigation timing: from navigation start to its load event).
+
 The generator is benchkit.report.site.synthetic (the site tests use it with a few commits).
 """
 
@@ -29,6 +33,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from benchkit.report.site.synthetic import MACHINE, make_project  # noqa: E402
+
+LOADED_PAGES = 6  # the largest pages whose load time is measured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +60,29 @@ def _summary(label: str, runs: list[Timing]) -> str:
     cpu = statistics.median(t.cpu_s for t in runs)
     listed = ", ".join(f"{t.wall_s:.2f}" for t in runs)
     return f"{label:<17}median wall {wall:6.2f} s (runs: {listed}), median CPU {cpu:6.2f} s"
+
+
+def _page_sizes(html: Path) -> list[tuple[int, Path]]:
+    """Every page a user opens, largest first: the top-level pages and the why pages."""
+    pages = [*html.glob("*.html"), *html.glob("why/*.html")]
+    return sorted(((p.stat().st_size, p) for p in pages), reverse=True)
+
+
+def _load_times(pages: list[Path]) -> list[float]:
+    """Seconds from navigation start to the load event of each page, opened from disk."""
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from support.browser import Browser
+
+    browser = Browser()
+    try:
+        times = []
+        for page in pages:
+            browser.open(page.as_uri())
+            timing = "performance.getEntriesByType('navigation')[0].loadEventEnd / 1000"
+            times.append(float(browser.evaluate(timing)))
+        return times
+    finally:
+        browser.close()
 
 
 def main() -> int:
@@ -88,6 +117,9 @@ def main() -> int:
         pages = sorted(p.name for p in (root / "html").glob("*.html"))
         why = len(list((root / "html" / "why").glob("*.html")))
         added = (bk_s - asv_s) / asv_s
+        sizes = _page_sizes(root / "html")
+        largest = sizes[:LOADED_PAGES]
+        loads = _load_times([p for _, p in largest])
         print(f"history: {args.commits} commits x {args.benchmarks} benchmarks (machine {MACHINE})")
         print(f"pages: {', '.join(pages)}; why pages: {why}")
         print(_summary("asv publish", asv_runs))
@@ -96,6 +128,10 @@ def main() -> int:
         print(f"CPU:  benchkit/asv = {bk_cpu / asv_cpu:.2f}: our pages cost {cpu_added * 100:.0f}% of asv's "
               "CPU time (they run beside asv, so wall time grows less)")  # fmt: skip
         print(f"wall: benchkit/asv = {bk_s / asv_s:.2f}: our pages add {added * 100:.0f}% (target <= 50%)")
+        print(f"pages a user opens: {len(sizes)}, {sum(n for n, _ in sizes) / 2**20:.1f} MiB in all")
+        for (size, page), load in zip(largest, loads, strict=True):
+            shown = page.relative_to(root / "html")
+            print(f"  {size / 2**20:6.2f} MiB  loads in {load:5.2f} s  {shown}")
         return 0 if added <= 0.5 else 1
     finally:
         if args.keep is None:

@@ -145,7 +145,7 @@ def test_steps_say_whether_the_kernel_changed_in_text_json_and_on_the_site(
         config=check_config.parse_check_config({}, "built-in defaults"),
         env_count=1,
     )
-    page = pages.render_regressions(data, pages.regression_sections(data))
+    page = pages.render_regressions(data, pages.regression_sections(data))["regressions.html"]
     assert '<td class="label" title="an operator figure stepped where inductor' in page
     assert ">kernel changed</td>" in page and "<dt>same kernel</dt>" in page
     # The Operators page reads results that hold the record.

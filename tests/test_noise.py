@@ -272,7 +272,7 @@ def test_changes_page_shows_mdc_cant_tell_and_the_environment_shift(tmp_path: Pa
     assert dict(pair.uncertain) == {"can't tell": 14}
     listed = {c.name: c.status for c in pair.changes}
     assert listed == {c.name: c.status for c in comparisons if c.status in ("regression", "can't tell")}
-    page = pages.render_changes(data, [pair], {})
+    page = pages.render_changes(data, [pair], {})["changes.html"]
     assert "environment shift of ×1.50 between base and head: 14 of 14 wall times moved slower" in page
     assert page.count('<tr class="can-t-tell"><td>can&#39;t tell</td>') == 14
     assert '<th class="num">MDC</th>' in page and '<td class="num">±' in page

@@ -20,7 +20,10 @@ benchmark; its page moves to ``graphs.html``. benchkit adds, into the same
   the allocator, torch's bindings/autograd and everything else.
 * ``operators.html``: per commit, operatorbench's table (20/50/80th percentile
   speedups, eager and compiled time, compile time), sortable, with each
-  operator's median speedup over history as an inline SVG plot.
+  operator's median speedup over the builds before it as an inline SVG plot.
+
+Changes, regressions, why and operators grow with the history: each keeps its newest items
+on its own page and every item on the page of its month (`benchkit.report.site.paging`).
 
 Everything is static: data is written into the pages (no XHR), so they open
 from ``file://`` as well as from any static server, and the third-party

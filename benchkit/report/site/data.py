@@ -93,6 +93,9 @@ class PairChanges:
     problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
     uncertain: tuple[tuple[str, int], ...] = ()  # (can't tell | insufficient data, how many)
     shifts: tuple[str, ...] = ()  # environment shifts (`benchkit.report.shifts.EnvShift.describe`)
+    # The pages that hold this pair and its head's operator table (`benchkit.report.site.paging`)
+    page: str = "changes.html"
+    operators_page: str = "operators.html"
 
     @property
     def anchor(self) -> str:

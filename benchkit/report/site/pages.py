@@ -22,16 +22,13 @@ from benchkit.history.results.read import Measurement
 from benchkit.names import BenchmarkName, Metric, MetricKind, benchmark_key, readable_name
 from benchkit.report import changepoints, check
 from benchkit.report.check_types import Comparison
+from benchkit.report.site import paging
 from benchkit.report.site.data import (
     LISTED_ORDER,
     BenchmarkInfo,
-    Build,
-    OperatorRow,
     PairChanges,
     SiteData,
-    history_commits,
     machine_history,
-    operator_rows,
     slug,
 )
 from benchkit.report.site.explain import GROUP_ORDER, Explanation, function_group
@@ -55,7 +52,6 @@ METRIC_HEADINGS = {
 }
 UPSTREAM_COMMIT_URL = "https://github.com/pytorch/pytorch/commit/{}"
 TOP_FUNCTIONS = 12  # per group and direction on a why page
-SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD = 160.0, 36.0, 4.0
 
 
 def breakable(name: str) -> Markup:
@@ -151,7 +147,7 @@ def _fmt_instructions(n: float, signed: bool = False) -> str:
     return "0" if signed and n == 0 else text
 
 
-def _fmt_seconds(value: float | None) -> str:
+def fmt_seconds(value: float | None) -> str:
     if value is None:
         return "-"
     from asv import util as asv_util
@@ -200,18 +196,23 @@ def pair_view(data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict
     return {
         "pair": pair,
         "summary": summary or ("nothing flagged" if pair.problems else "no change beyond thresholds"),
-        "operators_link": f"operators.html#{slug(f'ops-{pair.machine}-{pair.head.short}')}",
+        "operators_link": f"{pair.operators_page}#{slug(f'ops-{pair.machine}-{pair.head.short}')}",
         "by_metric": [(METRIC_HEADINGS.get(m, m), rows) for m, rows in by_metric.items()],
     }
 
 
-def render_changes(
+def changes_parts(pairs: Sequence[PairChanges]) -> list[paging.Part[PairChanges]]:
+    """Every pair on the page of its head build's month."""
+    return paging.month_parts("changes", pairs, lambda p: p.head.date, paging.PAIRS_PER_PART)
+
+
+def _changes_groups(
     data: SiteData, pairs: Sequence[PairChanges], why_pages: Mapping[str, dict[str, str]]
-) -> str:
+) -> list[dict[str, Any]]:
     grouped: dict[tuple[str, str], list[PairChanges]] = {}
     for pair in pairs:
         grouped.setdefault((pair.machine, pair.branch), []).append(pair)
-    groups = [
+    return [
         {
             "anchor": slug(f"{machine}-{branch}"),
             "machine": machine,
@@ -222,9 +223,27 @@ def render_changes(
         }
         for (machine, branch), group in grouped.items()
     ]
-    return render_template(
-        "changes.html", "Changes", "changes.html", groups=groups, config_source=data.config.source
-    )
+
+
+def render_changes(
+    data: SiteData,
+    pairs: Sequence[PairChanges],
+    why_pages: Mapping[str, dict[str, str]],
+) -> dict[str, str]:
+    """changes.html (each branch's newest pairs) and a page per month (`changes_parts`)."""
+    parts = changes_parts(pairs)
+    archives = paging.archive_links(parts)
+    front: list[PairChanges] = []
+    for machine, branch in dict.fromkeys((p.machine, p.branch) for p in pairs):
+        front += [p for p in pairs if (p.machine, p.branch) == (machine, branch)][-paging.FRONT_PAIRS :]
+    pages = {}
+    for file, label, shown in [("changes.html", "", front), *((p.file, p.label, p.items) for p in parts)]:
+        pages[file] = render_template(
+            "changes.html", f"Changes, {label}" if label else "Changes", "changes.html",
+            groups=_changes_groups(data, shown, why_pages), config_source=data.config.source,
+            archives=archives, front=not label, total=len(pairs), front_pairs=paging.FRONT_PAIRS,
+        )  # fmt: skip
+    return pages
 
 
 # -------------------------------------------------------------- regressions
@@ -286,16 +305,25 @@ def regression_sections(data: SiteData) -> list[dict[str, Any]]:
     return sections
 
 
-def render_regressions(data: SiteData, sections: Sequence[dict[str, Any]]) -> str:
-    return render_template(
-        "regressions.html",
-        "Regressions",
-        "regressions.html",
-        sections=sections,
-        level=f"{changepoints.INTERVAL_LEVEL:.0%}",
-        config_source=data.config.source,
-        meanings=changepoints.LABEL_MEANINGS,
-    )
+def render_regressions(data: SiteData, sections: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """regressions.html (each machine's newest steps) and a page per month of the steps' builds."""
+    rows = [(sec["machine"], row) for sec in sections for row in reversed(sec["rows"])]  # oldest first
+    parts = paging.month_parts("regressions", rows, lambda item: item[1]["after"].date, paging.STEPS_PER_PART)
+    archives = paging.archive_links(parts)
+    front = [(sec["machine"], row) for sec in sections for row in reversed(sec["rows"][: paging.FRONT_STEPS])]
+    pages = {}
+    for file, label, shown in [("regressions.html", "", front), *((p.file, p.label, p.items) for p in parts)]:
+        kept = [
+            {**sec, "rows": [row for machine, row in reversed(shown) if machine == sec["machine"]]}
+            for sec in sections
+        ]
+        pages[file] = render_template(
+            "regressions.html", f"Regressions, {label}" if label else "Regressions", "regressions.html",
+            sections=kept, level=f"{changepoints.INTERVAL_LEVEL:.0%}", config_source=data.config.source,
+            meanings=changepoints.LABEL_MEANINGS, archives=archives, front=not label,
+            total=len(rows), front_steps=paging.FRONT_STEPS,
+        )  # fmt: skip
+    return pages
 
 
 # -------------------------------------------------------------- why
@@ -374,9 +402,10 @@ def render_why(data: SiteData, pair: PairChanges, c: Comparison, why: Explanatio
 
 def render_why_index(
     data: SiteData, pairs: Sequence[PairChanges], why_pages: Mapping[str, dict[str, str]]
-) -> str:
+) -> dict[str, str]:
+    """why.html (the newest instruction-count changes) and a page per month of their builds."""
     rows = []
-    for pair in reversed(pairs):
+    for pair in pairs:
         for c in pair.changes:
             if c.metric == MetricKind.INSTRUCTIONS:
                 rows.append(
@@ -390,95 +419,17 @@ def render_why_index(
                         "page": why_pages.get(pair.anchor, {}).get(c.name),
                     }
                 )
+    rows.sort(key=lambda row: row["pair"].head.date)  # stable: a pair's rows keep their order
     missing = sum(1 for row in rows if row["page"] is None)
-    return render_template(
-        "why_index.html", "Why did instruction counts change?", "why.html", rows=rows, missing=missing
-    )
-
-
-# -------------------------------------------------------------- operators
-
-
-def _sparkline(
-    symbol_id: str, points: Sequence[tuple[Build, float]]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """An SVG symbol of median speedup per commit, and each commit's point (for the marker)."""
-    width, height, pad = SPARK_WIDTH, SPARK_HEIGHT, SPARK_PAD
-    values = [v for _, v in points]
-    low, high = min([*values, 1.0]), max([*values, 1.0])
-    span = (high - low) or 1.0
-    step = (width - 2 * pad) / max(len(points) - 1, 1)
-    coords: dict[str, tuple[str, str]] = {}
-    dots = []
-    for i, (build, value) in enumerate(points):
-        x = pad + i * step if len(points) > 1 else width / 2  # a single commit sits in the middle
-        y = height - pad - (value - low) / span * (height - 2 * pad)
-        coords[build.commit] = (f"{x:.1f}", f"{y:.1f}")
-        dots.append({"x": f"{x:.1f}", "y": f"{y:.1f}", "title": f"{build.label}: {value:.2f}×"})
-    parity = height - pad - (1.0 - low) / span * (height - 2 * pad)
-    symbol = {
-        "id": symbol_id,
-        "parity": f"{parity:.1f}",
-        "polyline": " ".join(f"{x},{y}" for x, y in coords.values()),
-        "dots": dots,
-    }
-    return symbol, coords
-
-
-def _operator_row(row: OperatorRow, symbol: str | None, marker: tuple[str, str] | None) -> dict[str, Any]:
-    speedups = [
-        {"sort": "" if q is None else q, "text": "-" if q is None else f"{q:.2f}×"}
-        for q in (row.speedups or (None, None, None))
-    ]
-    times = [
-        {"sort": "" if v is None else v, "text": _fmt_seconds(v)}
-        for v in (row.eager_s, row.compiled_s, row.compile_s)
-    ]
-    return {
-        "operator": row.operator,
-        "device": row.device,
-        "inputs": row.inputs,
-        "failed": row.failed,
-        "speedups": speedups,
-        "times": times,
-        "symbol": symbol,
-        "marker": marker,
-    }
-
-
-def render_operators(data: SiteData) -> str:
-    sections: list[dict[str, Any]] = []
-    symbols: list[dict[str, Any]] = []
-    for machine in data.machines:
-        commits = history_commits(data, machine)
-        tables = {c: operator_rows(data.results[(machine, c)], data.benchmarks) for c in commits}
-        tables = {c: rows for c, rows in tables.items() if rows}
-        history: dict[str, list[tuple[Build, float]]] = {}
-        for commit, rows in tables.items():
-            for row in rows:
-                if row.speedups:
-                    history.setdefault(f"{row.device}-{row.operator}", []).append(
-                        (data.builds[commit], row.speedups[1])
-                    )
-        coords = {}
-        for series, points in history.items():
-            symbol, coords[series] = _sparkline(slug(f"spark-{machine}-{series}"), points)
-            symbols.append(symbol)
-        for commit, rows in tables.items():
-            build = data.builds[commit]
-            view_rows = []
-            for row in rows:
-                series = f"{row.device}-{row.operator}"
-                spark = coords.get(series)
-                symbol_id = slug(f"spark-{machine}-{series}") if spark else None
-                view_rows.append(_operator_row(row, symbol_id, spark.get(commit) if spark else None))
-            anchor = slug(f"ops-{machine}-{build.short}")
-            sections.append({"anchor": anchor, "machine": machine, "build": build, "rows": view_rows})
-    sections.reverse()  # newest first
-    return render_template(
-        "operators.html",
-        "Operators: TorchInductor speedups",
-        "operators.html",
-        sections=sections,
-        symbols=symbols,
-    )
+    parts = paging.month_parts("why", rows, lambda row: row["pair"].head.date, paging.STEPS_PER_PART)
+    archives = paging.archive_links(parts)
+    title = "Why did instruction counts change?"
+    pages = {}
+    front = rows[-paging.FRONT_STEPS :]
+    for file, label, shown in [("why.html", "", front), *((p.file, p.label, p.items) for p in parts)]:
+        pages[file] = render_template(
+            "why_index.html", f"{title} {label}" if label else title, "why.html",
+            rows=list(reversed(shown)), missing=missing, archives=archives, front=not label,
+            total=len(rows), front_rows=paging.FRONT_STEPS,
+        )  # fmt: skip
+    return pages

@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from benchkit.names import MetricKind
-from benchkit.report.site.data import SiteData, pair_changes
+from benchkit.report.site import paging
+from benchkit.report.site.data import PairChanges, SiteData, pair_changes, slug
 from benchkit.report.site.explain import ProfileStore, explain
 from benchkit.report.site.landing import render_landing
+from benchkit.report.site.operators_page import operator_pages
 from benchkit.report.site.pages import (
+    changes_parts,
     mark_damaged,
     regression_sections,
     render_changes,
-    render_operators,
     render_regressions,
     render_why,
     render_why_index,
@@ -23,7 +27,14 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     """benchkit's pages as {path in the site: HTML}, and how many of each there are."""
     mark_damaged(data)
     pairs = pair_changes(data)
-    pages: dict[str, str] = {}
+    pages, operators_home = operator_pages(data)
+    home = paging.page_of(changes_parts(pairs), lambda pair: pair.anchor)
+    pairs = [
+        dataclasses.replace(
+            p, page=home[p.anchor], operators_page=operators_home.get(_ops_anchor(p), "operators.html")
+        )
+        for p in pairs
+    ]
     why_pages: dict[str, dict[str, str]] = {}
     store = ProfileStore(data.conf.results_dir)
     for pair in pairs:
@@ -39,8 +50,11 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
     steps = regression_sections(data)
     pages["index.html"] = render_landing(data, pairs, why_pages, steps)
-    pages["changes.html"] = render_changes(data, pairs, why_pages)
-    pages["why.html"] = render_why_index(data, pairs, why_pages)
-    pages["regressions.html"] = render_regressions(data, steps)
-    pages["operators.html"] = render_operators(data)
+    pages.update(render_changes(data, pairs, why_pages))
+    pages.update(render_why_index(data, pairs, why_pages))
+    pages.update(render_regressions(data, steps))
     return pages, counts
+
+
+def _ops_anchor(pair: PairChanges) -> str:
+    return slug(f"ops-{pair.machine}-{pair.head.short}")
