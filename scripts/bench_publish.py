@@ -13,7 +13,7 @@ It then prints the size of each page a user opens (the site's top-level pages an
 why page) and how long headless Chromium takes to load each of the largest from disk (the
 page's own navigation timing: from navigation start to its load event).
 
-The generator is benchkit.report.site.synthetic (the site tests use it with a few commits).
+The generator is tests/support/synthetic.py (the site tests use it with a few commits).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from benchkit.report.site.synthetic import MACHINE, make_project  # noqa: E402
+from support.synthetic import MACHINE, make_project  # noqa: E402
 
 LOADED_PAGES = 6  # the largest pages whose load time is measured
 
@@ -70,7 +71,6 @@ def _page_sizes(html: Path) -> list[tuple[int, Path]]:
 
 def _load_times(pages: list[Path]) -> list[float]:
     """Seconds from navigation start to the load event of each page, opened from disk."""
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
     from support.browser import Browser
 
     browser = Browser()

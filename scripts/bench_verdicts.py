@@ -11,7 +11,7 @@ branch, whose ``nn.Linear.forward`` runs a calibrated empty loop first (``patch_
 a real torch build that is slower by about that many percent on the ``Linear`` case, and
 executes more instructions. Twelve control cases (ReLU and simple tensor ops) stay
 untouched. All these builds are measured in one asv run with the arguments `benchkit main`
-uses (`benchkit.mainjob.asv_run_args`: the suite's 12 interleaved wall-time rounds, in a
+uses (`benchkit.asv_runs.asv_run_args`: the suite's 12 interleaved wall-time rounds, in a
 shuffled build order); then `--cross` more identical builds in a second run (A/A pairs
 across two runs), and one identical build under busy loops on every core (an environment
 shift). Every pair is judged with `benchkit check` (in process) and with
@@ -49,11 +49,11 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchkit.asv_runs import asv_run_args  # noqa: E402
 from benchkit.history.builds.build_step import history_project_config  # noqa: E402
 from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
 from benchkit.history.builds.wheels import patch_wheel_module  # noqa: E402
 from benchkit.history.results.read import load_asv_config, read_results  # noqa: E402
-from benchkit.mainjob import asv_run_args  # noqa: E402
 from benchkit.report import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 from scripts.verdict_designs import judge_designs, mean_rounds, parse_design, slow_round_share  # noqa: E402

@@ -38,6 +38,7 @@ RANKS = {
     "report": 4,
     "asv_runs": 5,  # running asv from the jobs
     "operator_rounds": 5,  # the main job's interleaved operator replicates
+    "job_measure": 5,  # the main job's measuring step
     "mainjob": 5,
     "cli": 6,
 }

@@ -335,7 +335,7 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
     # The step itself, for ReLU on both builds: one round more, appended; Linear untouched.
     [relu] = [name for name in next(iter(rounds.values())) if RELU in name]
     script = (
-        "import sys; from pathlib import Path; from benchkit.mainjob import add_rounds; "
+        "import sys; from pathlib import Path; from benchkit.job_measure import add_rounds; "
         "from benchkit.report.rounds_look import TopUp; "
         f"sys.exit(add_rounds(Path({str(job.config)!r}), Path({str(job.root / 'results')!r}), {MACHINE!r}, "
         f"TopUp({tuple(rounds)!r}, ({relu!r},), {{}}), {{{relu!r}: 1}}))"

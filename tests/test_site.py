@@ -1,7 +1,7 @@
 """`benchkit publish`: the pages it adds to asv's site, checked in headless Chromium.
 
 The site is published from a small history written with asv's own Results API
-into a real benchkit torch-history repository (benchkit.report.site.synthetic,
+into a real benchkit torch-history repository (tests/support/synthetic.py,
 which scripts/bench_publish.py also uses), by real `asv publish`. The browser is
 Debian's chromium, driven over the DevTools protocol on a pipe (support.browser):
 every page must render its expected content, make no request outside the machine,
@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import synthetic
 from support.browser import Browser, serve
 from support.scratch import module_dir
 
@@ -35,7 +36,7 @@ from benchkit.measure.callgrind.profiles import profile_path
 from benchkit.report import check, check_config
 from benchkit.report import diff as profile_diff
 from benchkit.report.site import data as site_data
-from benchkit.report.site import pages, synthetic
+from benchkit.report.site import pages
 from benchkit.report.site import publish as site_publish
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """The site's front door: ``index.html`` is benchkit's front page, asv's page is ``graphs.html``.
 
-A synthetic history (benchkit.report.site.synthetic) published by real `asv publish`, with
+A synthetic history (tests/support/synthetic.py) published by real `asv publish`, with
 the suite's benchmarks.json listing many benchmarks that have no result at any build (as
 after ``asv run -b X``) and a few that failed at every build. The front page must show the
 newest pair's changes as `benchkit check` judges them and the newest steps as
@@ -28,13 +28,14 @@ import numpy as np
 import pytest
 from asv.results import Results
 from asv.runner import BenchmarkResult
+from support import synthetic
 from support.browser import Browser, serve
 from support.scratch import module_dir
 
 from benchkit import cli
 from benchkit.report import check
 from benchkit.report.site import data as site_data
-from benchkit.report.site import landing, pages, render, synthetic
+from benchkit.report.site import landing, pages, render
 from benchkit.report.site import publish as site_publish
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

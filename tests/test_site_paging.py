@@ -10,10 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import synthetic
 from support.scratch import module_dir
 
 from benchkit import cli
-from benchkit.report.site import paging, synthetic
+from benchkit.report.site import paging
 
 COMMITS = 70  # a build a day from 2026-01-01: pairs of January (30) and February (28) in two parts
 
