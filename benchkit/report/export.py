@@ -38,6 +38,7 @@ from benchkit.report.site.data import (
     benchmark_infos_by_name,
     operator_names,
     read_builds,
+    unquote,
 )
 from benchkit.stats import round_values
 
@@ -81,6 +82,7 @@ class ExportContext:
     builds: Mapping[str, Build]
     infos: Mapping[str, BenchmarkInfo]
     runner: Mapping[str, Any]
+    line: tuple[str, ...]  # the history's main line on the machine, oldest first
 
 
 def runner_of(machine_info: Mapping[str, Any]) -> dict[str, Any]:
@@ -105,9 +107,9 @@ def runner_of(machine_info: Mapping[str, Any]) -> dict[str, Any]:
 def predecessor(ctx: ExportContext, commit: str) -> str | None:
     """The build `commit` is judged against: the one before it on the history's main line, or for
     a build of another branch (a PR) the nearest of its first parents with results."""
-    line = [s.commit for s in ctx.loaded.history(ctx.machine, ctx.env)]
-    if commit in line:
-        return line[line.index(commit) - 1] if line.index(commit) else None
+    if commit in ctx.line:
+        position = ctx.line.index(commit)
+        return ctx.line[position - 1] if position else None
     measured = ctx.loaded.sets.get(ctx.machine, {})
     ancestors = subprocess.run(
         ["git", "-C", str(ctx.loaded.conf.repo), "rev-list", "--first-parent", "--max-count=1000", commit],
@@ -121,8 +123,7 @@ def resolve_builds(ctx: ExportContext, names: Sequence[str]) -> list[str]:
     results on the machine when none is named, the history's order first."""
     known = ctx.loaded.sets.get(ctx.machine, {})
     if not names:
-        line = [s.commit for s in ctx.loaded.history(ctx.machine, ctx.env)]
-        return line + sorted(set(known) - set(line))
+        return [*ctx.line, *sorted(set(known) - set(ctx.line))]
     commits = []
     for name in names:
         commit = ctx.loaded.full_commit(ctx.machine, resolve_commit(ctx.loaded.conf, name, ctx.machine))
@@ -188,8 +189,7 @@ class _Figure:
     @property
     def param(self) -> str:
         """The operator input (asv's parameter, unquoted) or ""."""
-        value = self.parsed.params or ""
-        return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"" else value
+        return unquote(self.parsed.params or "")
 
 
 def _kernel_facts(result_set: ResultSet) -> dict[tuple[str, str, str | None], dict[str, str]]:
@@ -352,4 +352,5 @@ def load_context(conf_path: Path, machine: str | None, env: str | None, skip_dam
         builds=_builds(conf, commits),
         infos=benchmark_infos_by_name(loaded.infos),
         runner=runner_of(machine_info),
+        line=tuple(s.commit for s in loaded.history(machine, env)),
     )

@@ -151,7 +151,12 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
 
-def _unquote(value: str) -> str:
+def operators_anchor(machine: str, build: Build) -> str:
+    """The id of a build's table on the operators pages."""
+    return slug(f"ops-{machine}-{build.short}")
+
+
+def unquote(value: str) -> str:
     """asv keeps parameter values as their repr; show strings without the quotes."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]
@@ -168,7 +173,7 @@ def benchmark_infos_by_name(benchmarks: Mapping[str, Mapping[str, Any]]) -> dict
         if pretty == key:  # asv's default: the dotted name; say which operator it measures
             pretty = _operator_pretty_name(key) or key
         for name, combo in unrolled_results(key, params, _combos(params)):
-            label = pretty if not combo else f"{pretty} ({', '.join(_unquote(v) for v in combo)})"
+            label = pretty if not combo else f"{pretty} ({', '.join(unquote(v) for v in combo)})"
             infos[name] = BenchmarkInfo(key, tuple(combo or ()), param_names, label, info.get("unit"))
     return infos
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchkit.report.site.data import Build, OperatorRow, SiteData, history_commits, operator_rows, slug
+from benchkit.report.site.data import (
+    Build,
+    OperatorRow,
+    SiteData,
+    history_commits,
+    operator_rows,
+    operators_anchor,
+    slug,
+)
 from benchkit.report.site.pages import fmt_seconds, render_template
 from benchkit.report.site.paging import BUILDS_PER_PART, FRONT_BUILDS, archive_links, month_parts
 
@@ -108,8 +116,14 @@ def _page_sections(data: SiteData, tables: Tables, shown: Sequence[tuple[str, st
                 symbol_id = slug(f"spark-{machine}-{series}") if spark else None
                 view_rows.append(_row_view(row, symbol_id, spark.get(commit) if spark else None))
             build = data.builds[commit]
-            anchor = slug(f"ops-{machine}-{build.short}")
-            sections.append({"anchor": anchor, "machine": machine, "build": build, "rows": view_rows})
+            sections.append(
+                {
+                    "anchor": operators_anchor(machine, build),
+                    "machine": machine,
+                    "build": build,
+                    "rows": view_rows,
+                }
+            )
     order = {key: i for i, key in enumerate(shown)}
     sections.sort(key=lambda s: order[(s["machine"], s["build"].commit)])
     return {"sections": sections, "symbols": symbols}
@@ -128,7 +142,7 @@ def operator_pages(data: SiteData) -> tuple[dict[str, str], dict[str, str]]:
         shown = list(reversed(part.items))  # newest first
         pages[part.file] = _render(data, tables, shown, archives, len(builds), part.label)
         for machine, commit in part.items:
-            homes[slug(f"ops-{machine}-{data.builds[commit].short}")] = part.file
+            homes[operators_anchor(machine, data.builds[commit])] = part.file
     return pages, homes
 
 

@@ -29,6 +29,7 @@ from benchkit.report.site.data import (
     PairChanges,
     SiteData,
     machine_history,
+    operators_anchor,
     slug,
 )
 from benchkit.report.site.explain import GROUP_ORDER, Explanation, function_group
@@ -196,7 +197,7 @@ def pair_view(data: SiteData, pair: PairChanges, why: Mapping[str, str]) -> dict
     return {
         "pair": pair,
         "summary": summary or ("nothing flagged" if pair.problems else "no change beyond thresholds"),
-        "operators_link": f"{pair.operators_page}#{slug(f'ops-{pair.machine}-{pair.head.short}')}",
+        "operators_link": f"{pair.operators_page}#{operators_anchor(pair.machine, pair.head)}",
         "by_metric": [(METRIC_HEADINGS.get(m, m), rows) for m, rows in by_metric.items()],
     }
 

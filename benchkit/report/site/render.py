@@ -7,7 +7,7 @@ import dataclasses
 
 from benchkit.names import MetricKind
 from benchkit.report.site import paging
-from benchkit.report.site.data import PairChanges, SiteData, pair_changes, slug
+from benchkit.report.site.data import SiteData, operators_anchor, pair_changes
 from benchkit.report.site.explain import ProfileStore, explain
 from benchkit.report.site.landing import render_landing
 from benchkit.report.site.operators_page import operator_pages
@@ -31,7 +31,9 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     home = paging.page_of(changes_parts(pairs), lambda pair: pair.anchor)
     pairs = [
         dataclasses.replace(
-            p, page=home[p.anchor], operators_page=operators_home.get(_ops_anchor(p), "operators.html")
+            p,
+            page=home[p.anchor],
+            operators_page=operators_home.get(operators_anchor(p.machine, p.head), "operators.html"),
         )
         for p in pairs
     ]
@@ -54,7 +56,3 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     pages.update(render_why_index(data, pairs, why_pages))
     pages.update(render_regressions(data, steps))
     return pages, counts
-
-
-def _ops_anchor(pair: PairChanges) -> str:
-    return slug(f"ops-{pair.machine}-{pair.head.short}")
