@@ -3,7 +3,7 @@ not finished, the wall-time rounds that open verdicts get, the judged builds' op
 replicates, and the ledger of finished builds.
 
 The step hands the job a `Measured`: what it measured, the pairs the verdict judges, the rounds
-each re-measured build held before (`benchkit.report.rounds_window`) and asv's exit code.
+each re-measured build held before (`benchkit.report.gate.rounds_window`) and asv's exit code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchkit import names, operator_rounds, settings, settings_record
+from benchkit import names, operator_rounds, rounds_policy, settings, settings_record
 from benchkit.asv_runs import Progress, asv_run_args, asv_run_settings, run_asv
 from benchkit.errors import UserError
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
@@ -26,7 +26,7 @@ from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
 if TYPE_CHECKING:
     from benchkit.report.job_verdict import JudgedPair
-    from benchkit.report.rounds_look import RoundsPlan, TopUp
+    from benchkit.rounds_policy import RoundsPlan, TopUp
 
 # (build, (benchmark, environment)) -> rounds it held before this job measured it again
 Held = dict[str, dict[tuple[str, str], int]]
@@ -100,7 +100,7 @@ def add_rounds(
     progress: Progress | None = None,
 ) -> int:
     """More interleaved rounds of `top_up`'s wall times on its builds (`added`: rounds per
-    benchmark, `rounds_look.rounds_to_add`), appended to the samples they have (every other
+    benchmark, `rounds_policy.rounds_to_add`), appended to the samples they have (every other
     number kept): one ``asv run`` per number of rounds, the most first. Every round of every
     build is a fresh forkserver: rounds forked from one server in a block, one build after the
     other, are not independent draws (scripts/bench_verdicts.py --block-rounds measures their
@@ -131,7 +131,7 @@ def _operator_replicates(
     """The judged builds' operator timings again, interleaved (`benchkit.operator_rounds`): the
     replicates each held before (which the verdict leaves out) and asv's exit code; nothing
     when the selection has no operator timing."""
-    from benchkit.report import rounds_window
+    from benchkit.report.gate import rounds_window
 
     commits = list(dict.fromkeys(c for p in pairs for c in (p.base, p.head)))
     before = read_results(req.conf)
@@ -201,7 +201,7 @@ def _main_runs(
     """asv over the new builds; wall times of predecessors (and a baseline) an earlier job
     measured again beside them, so that the verdict compares rounds of one time window
     (`rounds_window`). The rounds each re-measured build held before, and asv's exit code."""
-    from benchkit.report import rounds_window
+    from benchkit.report.gate import rounds_window
 
     results_dir = Path(req.conf.results_dir)
     earlier = list(dict.fromkeys(p.base for p in pairs if p.base not in todo))
@@ -238,7 +238,7 @@ def _open_wall_times(
 ) -> tuple[TopUp | None, dict[str, int], int]:
     """The wall times whose verdict the first look left open, the rounds each gets, and the
     rounds the builds reach."""
-    from benchkit.report import check, rounds_look, rounds_window
+    from benchkit.report.gate import check, rounds_look, rounds_window
 
     plan = req.plan
     if not (plan.adds and pairs):
@@ -250,7 +250,7 @@ def _open_wall_times(
         plan,
         check.check_config_for(req.conf_path).thresholds["instructions"],
     )
-    added_rounds = rounds_look.rounds_to_add(top_up, plan)
+    added_rounds = rounds_policy.rounds_to_add(top_up, plan)
     reached = plan.first + max(added_rounds.values(), default=plan.highest - plan.first)
     progress.note(top_up.describe())
     if plan.budget and added_rounds:

@@ -9,7 +9,7 @@
    its unfinished commits again from scratch, so a resumed job ends with the same
    rounds and samples as an uninterrupted one; where wall times are appended beside a
    predecessor, rounds an interrupted job left stay in the file and the verdict leaves
-   them out, `benchkit.report.rounds_window`);
+   them out, `benchkit.report.gate.rounds_window`);
 4. publish the site into ``html/``;
 5. print what was measured per torch build and metric (measured / failed /
    skipped / missing), what changed with the builds this run measured (each against
@@ -25,17 +25,17 @@ build, ...). Each round is a fresh process, so a build's wall time is independen
 varies between processes (memory layout, the machine's load at that minute), and a slow drift of
 the machine reaches every build alike instead of landing between two of them. The gate compares
 two builds' fast levels round by round (`benchkit.stats.fast_level_test`). After the first look
-(`benchkit.report.rounds_look`), the wall times whose verdict against their predecessor (or the
-baseline) is still open get more rounds on both builds in a second interleaved
-``asv run --append-samples``; the others are decided and cost nothing more (`benchkit.stats.first_look`:
-the rule, and why the gate's false-alarm rate stays within its alpha). The open ones share a
-budget: no more benchmark processes per build than 12 fixed rounds of every judged wall time
-would have run, and at most 24 rounds each; those whose case's instruction count moved are
-served first, up to 48 rounds (`benchkit.report.rounds_look.rounds_to_add`).
+(`benchkit.report.gate.rounds_look`), the wall times whose verdict against their predecessor
+(or the baseline) is still open get more rounds on both builds in a second interleaved
+``asv run --append-samples``; the others are decided and cost nothing more. The rounds policy
+(`benchkit.rounds_policy`) holds the rule, why the gate's false-alarm rate stays within its
+alpha, and the budget: no more benchmark processes per build than 12 fixed rounds of every
+judged wall time would have run, and at most 24 rounds each; those whose case's instruction
+count moved are served first, up to 48 rounds.
 ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
 every open one M rounds, without the budget. A predecessor an earlier job measured gets its
 wall times measured again in this job's interleaved run of wall times, and the verdict judges
-it by this job's rounds (`benchkit.report.rounds_window`). What the gate finds this way is measured in
+it by this job's rounds (`benchkit.report.gate.rounds_window`). What the gate finds this way is measured in
 docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).
 Instruction counts and operator timings run in the last two rounds (asv's default); the
@@ -70,14 +70,14 @@ from benchkit.history.results.read import (
     load_asv_config,
     read_results,
 )
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS
+from benchkit.rounds_policy import FIRST_LOOK_ROUNDS
 from benchkit.util import atomic_write_json, atomic_write_text
 
 VERDICT_FILE = "verdict.md"  # in the site's folder: every pair's full `benchkit check` table
 
 if TYPE_CHECKING:
     from benchkit.report.job_verdict import JobVerdict
-    from benchkit.report.rounds_look import RoundsPlan
+    from benchkit.rounds_policy import RoundsPlan
 
 
 def ensure_machine(conf_path: Path, machine: str | None) -> str:
@@ -155,7 +155,7 @@ def run_main_job(
     if not conf_path.is_file():
         raise UserError(f"asv config {conf_path} not found (run `benchkit main` in the benchkit checkout)")
     with job_lock(conf_path, wait):
-        from benchkit.report.rounds_look import RoundsPlan
+        from benchkit.rounds_policy import RoundsPlan
 
         first = rounds or FIRST_LOOK_ROUNDS
         if max_rounds is None and rounds is None:
@@ -308,7 +308,7 @@ def _report(
 
 def _write_verdict(verdict: JobVerdict, html_dir: Path) -> None:
     """The terminal gets each pair's headline and largest changes; the full tables a file."""
-    from benchkit.report.check_json import verdict_json
+    from benchkit.report.gate.check_json import verdict_json
 
     table = html_dir / VERDICT_FILE
     atomic_write_text(table, verdict.markdown)

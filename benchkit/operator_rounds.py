@@ -10,7 +10,7 @@ baseline), selecting only the operator timings (`benchkit.names.Metric.replicate
 `OPERATOR_ROUNDS` interleaved asv rounds: in every round each build's ``setup_cache`` times the
 operator set afresh in one process (``BENCHKIT_OPERATOR_REPLICATES``), asv alternates the
 builds' order (A B, then B A) and appends the round's timing to the build's samples. The
-verdict judges each pair by these replicates alone: `benchkit.report.rounds_window` leaves out
+verdict judges each pair by these replicates alone: `benchkit.report.gate.rounds_window` leaves out
 those each build had before.
 """
 
@@ -28,14 +28,9 @@ from benchkit.asv_runs import Progress, asv_run_args, asv_run_settings, run_asv
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric, metrics_regexes
-from benchkit.report.noise import replicated_metric
+from benchkit.report.gate.noise import replicated_metric
+from benchkit.rounds_policy import OPERATOR_ROUNDS
 
-# Replicates per build and pair. Each is one timing process of the whole operator set (its
-# kernels from the build's inductor cache, warm after the main run), about 27 s of a job per
-# build on the project's 2-core machine; the t-test of two builds' replicates needs
-# `benchkit.stats.MIN_REPLICATES` a side, and the speedup ratio's median input (2-4 % between
-# processes) gets an MDC under the 10 % ceiling from 6.
-OPERATOR_ROUNDS = 6
 REPLICATED = tuple(m for m in Metric if m.replicated)
 
 

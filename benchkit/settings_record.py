@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,4 +132,24 @@ def records_of(results_dir: Path, machine: str, commit: str) -> dict[str, RunRec
         record = read_record(path)
         if record is not None:
             found[path.name[len(commit[:8]) + 1 : -len(RECORD_SUFFIX)]] = record
+    return found
+
+
+# What the gate holds equal between two builds for their numbers to be compared as measured alike.
+_SHAPING = ("wall_rounds", "samples_per_round", "inductor_cold", "operator_processes", "operator_rounds")
+
+
+def settings_differences(
+    base: Mapping[str, RunRecord],
+    head: Mapping[str, RunRecord],
+    labels: Sequence[str],
+) -> list[str]:
+    """What the recorded settings of two builds' runs (per environment) differ in, for a reader."""
+    found = []
+    for env in sorted(set(base) & set(head)):
+        for name in _SHAPING:
+            before, after = getattr(base[env], name), getattr(head[env], name)
+            if before != after:
+                what = name.replace("_", " ")
+                found.append(f"{what}: {before} on {labels[0]}, {after} on {labels[1]} ({env})")
     return found

@@ -4,7 +4,6 @@ the percentiles of operator speedups."""
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 import statistics
 from collections.abc import Sequence
@@ -345,100 +344,3 @@ def replicate_test(
     change = statistics.fmean(after) - statistics.fmean(before)
     se = math.sqrt(variance * (1 / len(before) + 1 / len(after)))
     return RoundsTest(change, se, df, len(before), len(after), len(before), len(after))
-
-
-# ---------------------------------------------------------------- two looks at the rounds
-#
-# `benchkit main` measures every wall time with a first look's rounds, then adds rounds, up to
-# a cap, only to the benchmarks whose verdict is still open. The rounds test is a
-# fixed-sample test, so the looks must not spend more than ALPHA together (Bonferroni over the
-# two looks, in the manner of Haybittle and Peto): a change that clear at the first look
-# (p < EARLY_ALPHA) stops there, decided; the gate's rounds test always rejects at
-# ROUNDS_ALPHA; a benchmark stops for futility where more rounds would rarely find anything
-# (p >= FUTILITY_P, and its MDC already below the gate's ceiling, or so far above it that the
-# cap's rounds would not bring it below). A false alarm then needs
-# either p < EARLY_ALPHA at the first look or p < ROUNDS_ALPHA at the cap: at most
-# EARLY_ALPHA + ROUNDS_ALPHA = ALPHA, whatever the looks decide. Stopping for futility only
-# removes chances to reject. scripts/bench_verdicts.py measures the design's false alarms
-# and power through the main job's own look.
-
-EARLY_ALPHA = ALPHA / 10
-ROUNDS_ALPHA = ALPHA - EARLY_ALPHA
-FUTILITY_P = 0.2
-
-# A wall time whose case's instruction count moved (Callgrind's count is deterministic: a move
-# beyond its threshold means the build runs other code there) is tested against a laxer
-# CORROBORATED_ALPHA in the direction the count moved: the count has already said that something
-# changed, and the wall-time test only has to say whether time followed. Two-sided 0.01 taken
-# one way is a false-alarm rate of at most 0.005 for a case whose code changed and whose time
-# did not; a case whose count did not move (every case of two identical builds) keeps ALPHA.
-# The first look splits it the same way (a tenth early), and never stops such a case for
-# futility: a moved count is a reason to look closer, not a settled "no change".
-CORROBORATED_ALPHA = 0.01
-CORROBORATED_EARLY_ALPHA = CORROBORATED_ALPHA / 10
-CORROBORATED_ROUNDS_ALPHA = CORROBORATED_ALPHA - CORROBORATED_EARLY_ALPHA
-
-
-def corroborated(change: float, count_move: int | None) -> bool:
-    """Whether a wall-time `change` (log) goes the way its case's instruction count moved
-    (`count_move`: +1 up, -1 down, 0 within the count threshold, None unknown)."""
-    return bool(count_move) and change * (count_move or 0) > 0
-
-
-def rounds_alpha(change: float, count_move: int | None) -> float:
-    """The gate's alpha for a rounds test of `change` (two-sided, after the first look's share)."""
-    return CORROBORATED_ROUNDS_ALPHA if corroborated(change, count_move) else ROUNDS_ALPHA
-
-
-class Look(enum.Enum):
-    """What the first look at two builds' rounds decides for one wall time."""
-
-    CHANGED = "changed beyond noise"  # p < EARLY_ALPHA: decided, no more rounds
-    SETTLED = "within noise"  # p >= FUTILITY_P with a small enough MDC: decided
-    TOO_NOISY = "too noisy for the cap"  # p >= FUTILITY_P, and even the cap's rounds would
-    # leave the MDC above the ceiling: more rounds would not decide it (the gate: can't tell)
-    OPEN = "open"  # more rounds, up to the cap
-
-
-def projected(test: RoundsTest, rounds: int) -> RoundsTest:
-    """`test` as it would come out with `rounds` a side, its spread what it is now (the
-    standard error shrinks as 1/sqrt(rounds), the degrees of freedom grow with them)."""
-    now = min(test.n_before, test.n_after)
-    scale = rounds / now
-    return dataclasses.replace(
-        test,
-        se=test.se / math.sqrt(scale),
-        df=test.df * scale,
-        n_before=rounds,
-        n_after=rounds,
-        fast_before=round(test.fast_before * rounds / test.n_before),
-        fast_after=round(test.fast_after * rounds / test.n_after),
-    )
-
-
-def first_look(
-    test: RoundsTest,
-    mdc_ceiling: float,
-    max_rounds: int,
-    futility_p: float = FUTILITY_P,
-    count_move: int | None = None,
-) -> Look:
-    """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
-    the gate can call a benchmark unchanged; `max_rounds`: the cap a side can reach;
-    `count_move`: which way the case's instruction count moved, see `corroborated`).
-    `futility_p` must stay above the rounds alphas for the bound above to hold."""
-    p = test.p_value()
-    early = CORROBORATED_EARLY_ALPHA if corroborated(test.change, count_move) else EARLY_ALPHA
-    if p < early:
-        return Look.CHANGED
-    if p < futility_p or count_move:
-        return Look.OPEN
-
-    def mdc(t: RoundsTest) -> float:
-        return minimum_detectable_change(t.se, t.critical(ROUNDS_ALPHA))
-
-    if mdc(test) <= mdc_ceiling:
-        return Look.SETTLED
-    if mdc(projected(test, max_rounds)) > mdc_ceiling:
-        return Look.TOO_NOISY
-    return Look.OPEN

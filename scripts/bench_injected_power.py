@@ -9,7 +9,7 @@ a corpus, judged as they are and with one figure made slower.
 head holds (head's all came from the twin's job), every other figure as recorded; samples to six
 significant digits, gzipped JSON (`tests/data/noise-corpus/` holds the project's).
 
-``judge`` runs each pair through `benchkit.report.check.compare_pair` as the main job judges it
+``judge`` runs each pair through `benchkit.report.gate.check.compare_pair` as the main job judges it
 (interleaved):
 
 * **identical builds**: every flag is false. Over the pairs: the share with any flag and its
@@ -37,11 +37,11 @@ from typing import Any
 
 from benchkit.history.results.read import Measurement, ResultSet, load_asv_config, read_results
 from benchkit.names import BenchmarkName, Metric
-from benchkit.operator_rounds import OPERATOR_ROUNDS
-from benchkit.report import check
-from benchkit.report.budget import FLAGS
-from benchkit.report.check_status import Status
-from benchkit.report.rounds_window import keep_rounds, rounds_of
+from benchkit.report.gate import check
+from benchkit.report.gate.budget import FLAGS
+from benchkit.report.gate.check_status import Status
+from benchkit.report.gate.rounds_window import keep_rounds, rounds_of
+from benchkit.rounds_policy import OPERATOR_ROUNDS
 
 CORPUS_FORMAT = "benchkit-noise-corpus"
 GROUPS: dict[str, Callable[[Metric | None], bool]] = {

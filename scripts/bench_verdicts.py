@@ -54,7 +54,7 @@ from benchkit.history.builds.build_step import history_project_config  # noqa: E
 from benchkit.history.builds.defaults import installed_torch_wheel  # noqa: E402
 from benchkit.history.builds.wheels import patch_wheel_module  # noqa: E402
 from benchkit.history.results.read import load_asv_config, read_results  # noqa: E402
-from benchkit.report import check  # noqa: E402
+from benchkit.report.gate import check  # noqa: E402
 from benchkit.util import atomic_write_json  # noqa: E402
 from scripts.verdict_designs import judge_designs, mean_rounds, parse_design, slow_round_share  # noqa: E402
 

@@ -213,7 +213,8 @@ def rounds_needed(sd: float, slow_share: float, change: float) -> int | None:
     spread `sd` (log) and `slow_share` of the rounds left out; None beyond 1,000."""
     from scipy.stats import t
 
-    from benchkit.stats import ROUNDS_ALPHA, minimum_detectable_change
+    from benchkit.rounds_policy import ROUNDS_ALPHA
+    from benchkit.stats import minimum_detectable_change
 
     for fast in range(3, 1000):
         se = sd * math.sqrt(2 / fast)

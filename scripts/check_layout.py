@@ -28,6 +28,7 @@ RANKS = {
     "names": 0,  # the vocabulary of benchmark names, read by every stage
     "settings": 0,  # read by every stage
     "settings_record": 0,
+    "rounds_policy": 0,  # how many rounds each figure gets: read by measure, report and the job
     "define": 1,
     "expand": 1,  # the definition stage's public entry
     "api": 1,  # the definition API under its first import path
@@ -90,7 +91,13 @@ def imports_of(path: Path, known: set[str]) -> tuple[set[str], set[str]]:
 
 
 # Within a stage: parts in the order data flows (a module may import its own part and earlier ones).
-SUBRANKS = {"history": {"builds": 0, "results": 1}}
+# report/: the comparison of two builds (gate), steps over a history (steps, which read the
+# gate's noise), what a run or a pair of builds tells (diff, run_summary, job_verdict), the site,
+# and the records for PyTorch's database (export, which links into the site).
+SUBRANKS = {
+    "history": {"builds": 0, "results": 1},
+    "report": {"gate": 0, "steps": 1, "diff": 2, "run_summary": 2, "job_verdict": 2, "site": 3, "export": 4},
+}
 
 
 def rank(module: str) -> int:

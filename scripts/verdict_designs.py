@@ -6,7 +6,7 @@ rounds in the order they ran, so a design with fewer rounds is the first rounds 
 judged pair (base, head):
 
 * ``fixed N``: both sides cut to their first N rounds, then `benchkit check`'s gate;
-* ``adaptive``: the main job's own first look (`benchkit.report.rounds_look.open_wall_times`)
+* ``adaptive``: the main job's own first look (`benchkit.report.gate.rounds_look.open_wall_times`)
   on the first `FIRST_LOOK_ROUNDS` rounds of the pair; the wall times it leaves open keep the
   rounds the job would give them (`rounds_to_add`: up to `MAX_ROUNDS` within the budget of
   `WALL_TIME_ROUNDS` fixed rounds, those whose count moved first and up to
@@ -29,10 +29,11 @@ from typing import Any
 
 from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric
-from benchkit.report import check
-from benchkit.report.check_config import CheckConfig
-from benchkit.report.rounds_look import RoundsPlan, open_wall_times, rounds_to_add
-from benchkit.report.rounds_window import cut_wall_times, is_wall_time, keep_rounds
+from benchkit.report.gate import check
+from benchkit.report.gate.check_config import CheckConfig
+from benchkit.report.gate.rounds_look import open_wall_times
+from benchkit.report.gate.rounds_window import cut_wall_times, is_wall_time, keep_rounds
+from benchkit.rounds_policy import RoundsPlan, rounds_to_add
 
 Key = tuple[str, str]
 RoundsOf = Callable[[str, Key], int]  # (commit, key) -> rounds the design keeps

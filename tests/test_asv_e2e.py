@@ -145,7 +145,7 @@ def test_history_run_continuous_check_publish(project: AsvProject) -> None:
 
 
 def _comparisons(project: AsvProject):  # type: ignore[no-untyped-def]
-    from benchkit.report.check import run_check
+    from benchkit.report.gate.check import run_check
 
     return run_check("main", "slowpr", asv_config=project.config, machine=MACHINE).comparisons
 
@@ -336,7 +336,7 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
     [relu] = [name for name in next(iter(rounds.values())) if RELU in name]
     script = (
         "import sys; from pathlib import Path; from benchkit.job_measure import add_rounds; "
-        "from benchkit.report.rounds_look import TopUp; "
+        "from benchkit.rounds_policy import TopUp; "
         f"sys.exit(add_rounds(Path({str(job.config)!r}), Path({str(job.root / 'results')!r}), {MACHINE!r}, "
         f"TopUp({tuple(rounds)!r}, ({relu!r},), {{}}), {{{relu!r}: 1}}))"
     )

@@ -11,8 +11,8 @@ import statistics
 import pytest
 
 from benchkit.history.results.read import Measurement, ResultSet
-from benchkit.report import budget, check
-from benchkit.report.check_status import Status
+from benchkit.report.gate import budget, check
+from benchkit.report.gate.check_status import Status
 
 ENV = "virtualenv-py3.11"
 METHODS = ("track_eager_seconds", "track_compiled_seconds", "track_compiled_over_eager")
@@ -104,7 +104,7 @@ def test_a_flag_within_its_own_test_but_beyond_the_budget_is_cant_tell() -> None
 
 
 def test_the_json_row_holds_the_judged_change_its_interval_alpha_and_p() -> None:
-    from benchkit.report.check_json import verdict_json
+    from benchkit.report.gate.check_json import verdict_json
 
     rng = random.Random(14)
     name = f"operators.op001.{METHODS[2]}('8x16 f32')"

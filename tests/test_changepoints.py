@@ -16,7 +16,8 @@ import pytest
 from support.histories import ENV, MACHINE, History, SteppedHistory, commit_hash, stepped_history
 
 from benchkit.history.results.read import load_asv_config, load_history
-from benchkit.report import changepoints, check, check_config
+from benchkit.report.gate import check, check_config
+from benchkit.report.steps import changepoints
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMMITS = 30
@@ -139,7 +140,7 @@ def test_builds_whose_rounds_disagree_are_named(tmp_path: Path) -> None:
 def test_a_step_between_two_single_builds_has_no_interval() -> None:
     """One build on each side: nothing shows how far each level spreads, so no interval
     (not a zero-width one)."""
-    from benchkit.report.changepoints import format_table, series_steps
+    from benchkit.report.steps.changepoints import format_table, series_steps
 
     [step] = series_steps("b.time_wall", "env", "wall_time", ["a" * 40, "b" * 40], [1.0, 1.5], 0.05)
     assert step.change == pytest.approx(0.5) and step.low is None and step.high is None
@@ -262,7 +263,7 @@ def test_a_short_excursion_is_two_steps_and_a_count_step_pins_its_commit() -> No
 def test_a_history_shares_one_false_step_budget_over_its_series() -> None:
     """A flat history of many series makes a false step anywhere at most about once in 100: each
     series gets its share of the budget, never more than a lone series' rate."""
-    from benchkit.report.segments import FALSE_STEP_RATE, HISTORY_FALSE_STEPS, series_rate
+    from benchkit.report.steps.segments import FALSE_STEP_RATE, HISTORY_FALSE_STEPS, series_rate
 
     assert series_rate(1000) == pytest.approx(HISTORY_FALSE_STEPS / 1000)
     assert series_rate(3) == FALSE_STEP_RATE and series_rate(0) == FALSE_STEP_RATE

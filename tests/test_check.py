@@ -14,8 +14,8 @@ from asv import util as asv_util
 from support.check_project import BASE, HEAD, Project
 
 from benchkit.errors import UserError
-from benchkit.report import check, check_config
-from benchkit.report.check_types import Verdict
+from benchkit.report.gate import check, check_config
+from benchkit.report.gate.check_types import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ROUNDS, PER_ROUND = 8, 3  # asv rounds a side (at least MIN_ROUNDS: the rounds test) and samples in each

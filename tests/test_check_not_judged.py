@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support.histories import BUSY, COMMITS, MACHINE, History, commit_hash, disturbed_history
 
-from benchkit.report import check, not_judged
-from benchkit.report.check_types import Verdict
+from benchkit.report.gate import check, not_judged
+from benchkit.report.gate.check_types import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The labelled history's true changes, (base, head) -> (case, metric): see `disturbed_history`.

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from benchkit.history.results.read import Measurement, ResultSet
-from benchkit.report import check, kernel_marks, not_judged
-from benchkit.report.check_config import parse_check_config
-from benchkit.report.check_status import Status, exit_effect
-from benchkit.report.check_types import Comparison
-from benchkit.report.excursions import DisturbedBuild
-from benchkit.report.noise import HistoryNoise
-from benchkit.report.shifts import EnvShift, PairNoise
+from benchkit.report.gate import check, kernel_marks, not_judged
+from benchkit.report.gate.check_config import parse_check_config
+from benchkit.report.gate.check_status import Status, exit_effect
+from benchkit.report.gate.check_types import Comparison
+from benchkit.report.gate.excursions import DisturbedBuild
+from benchkit.report.gate.noise import HistoryNoise
+from benchkit.report.gate.shifts import EnvShift, PairNoise
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "verdicts.md"
 BEGIN = "<!-- decision table:"
@@ -119,7 +119,7 @@ def _pair(metric: str, key: tuple[str, str], noise: str) -> PairNoise:
 
 def judge(metric: str, row: dict[str, str]) -> Comparison:
     """The row's records, through the gate: `compare_one`, then the cache states, the kernel
-    records and a disturbed side, as `benchkit.report.check.run_check` takes them."""
+    records and a disturbed side, as `benchkit.report.gate.check.run_check` takes them."""
     name, unit, value = BENCHMARKS[metric]
     key = (name, ENV)
     states, _, condition = row["availability (base → head)"].partition(", ")

@@ -269,7 +269,7 @@ def run_python(example: Example, sandbox: Path) -> tuple[str, list[int]]:
 
 
 def run_toml(example: Example, sandbox: Path) -> tuple[str, list[int]]:
-    from benchkit.report.check_config import load_check_config
+    from benchkit.report.gate.check_config import load_check_config
 
     path = sandbox / "example-check.toml"
     path.write_text(example.text)

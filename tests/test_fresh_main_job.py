@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS
 from benchkit.names import OPERATOR_METRICS
-from benchkit.operator_rounds import OPERATOR_ROUNDS, REPLICATED
+from benchkit.operator_rounds import REPLICATED
+from benchkit.rounds_policy import FIRST_LOOK_ROUNDS, OPERATOR_ROUNDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SELECTION = "Pointwise_Math_add_Tensor_Scalar_(PYTHON|CPP)_EAGER_FORWARD_t1|aten_relu_default"

@@ -1,6 +1,6 @@
 """The generated-kernel record of the operator suite in the report stage: operator figures
 judged by their own history's spread over pairs that ran the same kernel, and steps and
-changes that say whether the generated kernel changed (`benchkit.report.kernels`)."""
+changes that say whether the generated kernel changed (`benchkit.report.gate.kernels`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from benchkit.cli import main
 from benchkit.history.results.read import Measurement, ResultSet, load_asv_config, load_history
 from benchkit.measure.operators import asv as op_asv
 from benchkit.measure.operators.timing import InputMeasurement
-from benchkit.report import check, check_config
+from benchkit.report.gate import check, check_config
 from benchkit.report.site import pages
 from benchkit.report.site.data import Build, SiteData, operator_rows
 

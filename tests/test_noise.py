@@ -11,7 +11,7 @@ from support.histories import ENV, History, commit_hash
 
 from benchkit import stats
 from benchkit.history.results.read import Measurement, ResultSet
-from benchkit.report import check, noise
+from benchkit.report.gate import check, noise
 
 WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
 
@@ -251,7 +251,7 @@ def test_rounds_that_disagree_mark_the_build_as_environment_shifted(tmp_path: Pa
 def test_changes_page_shows_mdc_cant_tell_and_the_environment_shift(tmp_path: Path) -> None:
     """The site judges a pair as the gate does and shows what noise hid, escaped."""
     from benchkit.history.results.read import load_asv_config, load_result_set
-    from benchkit.report import check_config
+    from benchkit.report.gate import check_config
     from benchkit.report.site import data as site_data
     from benchkit.report.site import pages
 

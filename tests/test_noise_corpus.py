@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from benchkit.report.budget import FLAGS
-from benchkit.report.check_status import Status
+from benchkit.report.gate.budget import FLAGS
+from benchkit.report.gate.check_status import Status
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").glob("*.json.gz"))

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from support.histories import History
 
-from benchkit import stats
+from benchkit import rounds_policy, stats
 from benchkit.history.results.read import Measurement, load_asv_config, samples_per_round
-from benchkit.report import check, noise
+from benchkit.report.gate import check, noise
+from benchkit.rounds_policy import Look, first_look
 
 WALL = "instruction_counts.{}.time_wall"
 
@@ -80,7 +81,7 @@ def test_identical_builds_false_alarms_stay_at_alpha_however_wide_the_rounds_spr
             test = stats.fast_level_test(
                 [rng.gauss(0, spread) for _ in range(12)], [rng.gauss(0, spread) for _ in range(12)]
             )
-            flags += test is not None and test.p_value() < stats.ROUNDS_ALPHA
+            flags += test is not None and test.p_value() < rounds_policy.ROUNDS_ALPHA
         assert flags <= 8, (spread, flags)  # nominal 2 in 2,000
 
 
@@ -142,7 +143,7 @@ def test_bursts_of_a_shared_machine_neither_hide_a_five_percent_change_nor_raise
     for _ in range(300):
         a = whole(_build(rng, 12, process_sigma=0.01, burst_share=0.4))
         b = whole(_build(rng, 12, math.log(1.05), process_sigma=0.01, burst_share=0.4))
-        trimmed += ttest_ind(b, a, equal_var=False, trim=0.2).pvalue < stats.ROUNDS_ALPHA
+        trimmed += ttest_ind(b, a, equal_var=False, trim=0.2).pvalue < rounds_policy.ROUNDS_ALPHA
     assert trimmed / 300 < found / 2
 
 
@@ -256,37 +257,37 @@ def test_the_gate_names_settings_the_two_runs_differed_in(tmp_path: Path) -> Non
 def test_first_look_decides_clear_verdicts_and_leaves_the_rest_open() -> None:
     base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]  # 8 rounds' log medians
 
-    def look(shift: float) -> stats.Look:
+    def look(shift: float) -> Look:
         test = stats.fast_level_test(base, [v + shift for v in base])
         assert test is not None
-        return stats.first_look(test, 0.10, 24)
+        return first_look(test, 0.10, 24)
 
-    assert look(math.log(2.0)) is stats.Look.CHANGED  # a doubling: decided at the first look
-    assert look(0.012) is stats.Look.OPEN  # p about 0.05: more rounds
-    assert look(0.005) is stats.Look.SETTLED  # p about 0.4 with a small MDC: decided
+    assert look(math.log(2.0)) is Look.CHANGED  # a doubling: decided at the first look
+    assert look(0.012) is Look.OPEN  # p about 0.05: more rounds
+    assert look(0.005) is Look.SETTLED  # p about 0.4 with a small MDC: decided
     # A change of exactly nothing with a small MDC is settled; the same with an MDC past the
     # ceiling stays open: more rounds may still make it "unchanged" instead of "can't tell".
     flat = stats.RoundsTest(0.0, 0.002, 12.0, 8, 8, 8, 8)
-    assert stats.first_look(flat, 0.10, 24) is stats.Look.SETTLED
-    assert stats.first_look(dataclasses.replace(flat, se=0.03), 0.10, 24) is stats.Look.OPEN
+    assert first_look(flat, 0.10, 24) is Look.SETTLED
+    assert first_look(dataclasses.replace(flat, se=0.03), 0.10, 24) is Look.OPEN
     # So noisy that even 24 rounds a side would leave the MDC past the ceiling: stop, can't tell.
-    assert stats.first_look(dataclasses.replace(flat, se=0.06), 0.10, 24) is stats.Look.TOO_NOISY
-    assert stats.first_look(dataclasses.replace(flat, se=0.06), 0.10, 200) is stats.Look.OPEN
+    assert first_look(dataclasses.replace(flat, se=0.06), 0.10, 24) is Look.TOO_NOISY
+    assert first_look(dataclasses.replace(flat, se=0.06), 0.10, 200) is Look.OPEN
     # The looks together stay within the gate's alpha: the gate's test and the first look's.
-    assert stats.EARLY_ALPHA + stats.ROUNDS_ALPHA == pytest.approx(stats.ALPHA)
-    assert stats.FUTILITY_P > stats.ROUNDS_ALPHA  # a settled verdict can never reject later
-    assert stats.CORROBORATED_EARLY_ALPHA + stats.CORROBORATED_ROUNDS_ALPHA == pytest.approx(
-        stats.CORROBORATED_ALPHA
+    assert rounds_policy.EARLY_ALPHA + rounds_policy.ROUNDS_ALPHA == pytest.approx(stats.ALPHA)
+    assert rounds_policy.FUTILITY_P > rounds_policy.ROUNDS_ALPHA  # a settled verdict can never reject later
+    assert rounds_policy.CORROBORATED_EARLY_ALPHA + rounds_policy.CORROBORATED_ROUNDS_ALPHA == pytest.approx(
+        rounds_policy.CORROBORATED_ALPHA
     )
     # A case whose instruction count moved is never settled for futility, only decided early
     # at the corroborated alpha in the count's direction.
-    assert stats.first_look(flat, 0.10, 24, count_move=1) is stats.Look.OPEN
-    assert stats.first_look(dataclasses.replace(flat, se=0.06), 0.10, 24, count_move=-1) is stats.Look.OPEN
+    assert first_look(flat, 0.10, 24, count_move=1) is Look.OPEN
+    assert first_look(dataclasses.replace(flat, se=0.06), 0.10, 24, count_move=-1) is Look.OPEN
     clear = stats.RoundsTest(0.015, 0.003, 14.0, 8, 8, 8, 8)  # p about 0.0002
-    assert stats.EARLY_ALPHA < clear.p_value() < stats.CORROBORATED_EARLY_ALPHA
-    assert stats.first_look(clear, 0.10, 24, count_move=1) is stats.Look.CHANGED
-    assert stats.first_look(clear, 0.10, 24, count_move=-1) is stats.Look.OPEN  # the other way
-    assert stats.first_look(clear, 0.10, 24) is stats.Look.OPEN
+    assert rounds_policy.EARLY_ALPHA < clear.p_value() < rounds_policy.CORROBORATED_EARLY_ALPHA
+    assert first_look(clear, 0.10, 24, count_move=1) is Look.CHANGED
+    assert first_look(clear, 0.10, 24, count_move=-1) is Look.OPEN  # the other way
+    assert first_look(clear, 0.10, 24) is Look.OPEN
 
 
 def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
@@ -299,14 +300,14 @@ def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
         Measurement(1.0, None, [math.exp(v) for v in b for _ in range(3)], None, 3),
         None,
     )
-    assert judged.critical == pytest.approx(test.critical(stats.ROUNDS_ALPHA))
+    assert judged.critical == pytest.approx(test.critical(rounds_policy.ROUNDS_ALPHA))
     # The case's instruction count moved the same way: the corroborated alpha; the other way: not.
     sides = (
         Measurement(1.0, None, [math.exp(v) for v in a for _ in range(3)], None, 3),
         Measurement(1.0, None, [math.exp(v) for v in b for _ in range(3)], None, 3),
     )
     up = noise.estimate(noise.MetricKind.WALL_TIME, *sides, None, count_move=1)
-    assert up.critical == pytest.approx(test.critical(stats.CORROBORATED_ROUNDS_ALPHA))
+    assert up.critical == pytest.approx(test.critical(rounds_policy.CORROBORATED_ROUNDS_ALPHA))
     assert up.critical < judged.critical
     assert "the way the instruction count moved" in up.basis
     down = noise.estimate(noise.MetricKind.WALL_TIME, *sides, None, count_move=-1)
@@ -348,8 +349,8 @@ def test_corroborated_alpha_holds_its_false_alarms_where_only_the_count_moved() 
         assert before is not None and after is not None
         test = stats.fast_level_test(before, after)
         assert test is not None
-        flags += test.p_value() < stats.rounds_alpha(test.change, 1) and test.change > 0
-    assert flags / trials <= stats.CORROBORATED_ALPHA / 2 * 1.6  # binomial slack at 4,000 trials
+        flags += test.p_value() < rounds_policy.rounds_alpha(test.change, 1) and test.change > 0
+    assert flags / trials <= rounds_policy.CORROBORATED_ALPHA / 2 * 1.6  # binomial slack at 4,000 trials
     assert flags > 0  # the test can fire: the laxer alpha is in use
 
 
@@ -357,7 +358,8 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     from support.histories import MACHINE, History
 
     from benchkit.history.results.read import read_results
-    from benchkit.report.rounds_look import RoundsPlan, open_wall_times
+    from benchkit.report.gate.rounds_look import open_wall_times
+    from benchkit.rounds_policy import RoundsPlan
 
     rng = random.Random(11)
     history = History(tmp_path)
@@ -385,7 +387,11 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
     assert top.benchmarks == (WALL.format("Close"), WALL.format("Moved"))
     assert top.moved == (WALL.format("Moved"),)
     assert top.commits == (base, head)
-    assert top.looks == {stats.Look.CHANGED: 1, stats.Look.OPEN: 2, stats.Look.SETTLED: 1}
+    assert top.looks == {
+        Look.CHANGED: 1,
+        Look.OPEN: 2,
+        Look.SETTLED: 1,
+    }
     assert "1 changed beyond noise, 1 within noise, 0 too noisy for the cap, 2 open" in top.describe()
     # A side already at the cap gets nothing more; with both there, nothing is open to add.
     assert open_wall_times(loaded, MACHINE, [(base, head)], RoundsPlan.fixed(8), 0.001).commits == ()
@@ -395,7 +401,7 @@ def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path
 
 
 def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
-    from benchkit.report.rounds_look import RoundsPlan, TopUp, rounds_to_add
+    from benchkit.rounds_policy import RoundsPlan, TopUp, rounds_to_add
 
     def top(open_count: int, looked: int, moved: int = 0) -> TopUp:
         names = tuple(f"w{i:03d}" for i in range(open_count))
@@ -441,7 +447,7 @@ def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: P
     from support.histories import MACHINE, History
 
     from benchkit.history.results.read import read_results
-    from benchkit.report import rounds_window
+    from benchkit.report.gate import rounds_window
 
     history = History(tmp_path)
     history.bench(WALL.format("Linear"), "seconds", repeat=3)

@@ -14,7 +14,8 @@ from support.check_project import BASE, HEAD, Project
 from support.wheels import LOCAL_WHEEL
 
 from benchkit.history.results.read import load_asv_config, read_results
-from benchkit.report import check, run_summary
+from benchkit.report import run_summary
+from benchkit.report.gate import check
 
 
 def test_every_state_is_counted_per_build_and_metric(tmp_path: Path) -> None:

@@ -33,8 +33,8 @@ from benchkit.errors import UserError
 from benchkit.history.results import read as results
 from benchkit.measure.callgrind import profiles
 from benchkit.measure.callgrind.profiles import profile_path
-from benchkit.report import check, check_config
 from benchkit.report import diff as profile_diff
+from benchkit.report.gate import check, check_config
 from benchkit.report.site import data as site_data
 from benchkit.report.site import pages
 from benchkit.report.site import publish as site_publish

@@ -33,7 +33,7 @@ from support.browser import Browser, serve
 from support.scratch import module_dir
 
 from benchkit import cli
-from benchkit.report import check
+from benchkit.report.gate import check
 from benchkit.report.site import data as site_data
 from benchkit.report.site import landing, pages, render
 from benchkit.report.site import publish as site_publish

@@ -1,4 +1,4 @@
-"""`benchkit check BASE HEAD`: the regression gate (see `benchkit.report.check`)."""
+"""`benchkit check BASE HEAD`: the regression gate (see `benchkit.report.gate.check`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from benchkit.cli.cases import add_bench_option, asv_bench
 from benchkit.cli.options import add_damage_option
 from benchkit.history.results.read import DamagedFile
-from benchkit.report import check as gate
-from benchkit.report.check import WHY_HINT, run_check
+from benchkit.report.gate import check as gate
+from benchkit.report.gate.check import WHY_HINT, run_check
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
         atomic_write_text(args.markdown, verdict.markdown)
     if args.json:
-        from benchkit.report.check_json import verdict_json
+        from benchkit.report.gate.check_json import verdict_json
         from benchkit.util import atomic_write_json
 
         atomic_write_json(args.json, verdict_json(verdict, args.base, args.head))

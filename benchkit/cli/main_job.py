@@ -12,7 +12,7 @@ from benchkit.cli.history import add_pip_options, pip_source
 from benchkit.cli.options import add_damage_option, add_job_options
 from benchkit.errors import UserError
 from benchkit.mainjob import run_main_job
-from benchkit.measure.walltime.timing import FIRST_LOOK_ROUNDS, MAX_ROUNDS, MOVED_MAX_ROUNDS, WALL_TIME_ROUNDS
+from benchkit.rounds_policy import FIRST_LOOK_ROUNDS, MAX_ROUNDS, MOVED_MAX_ROUNDS, WALL_TIME_ROUNDS
 from benchkit.stats import MIN_ROUNDS
 
 

@@ -130,6 +130,35 @@ def register(subparsers: Any) -> None:
         metavar="BOOL",
         help="compare compiled with eager outputs (then timing runs once)",
     )
+    _add_timing_options(parser)
+    parser.add_argument("--inp-file", default=None, help="an operator-input log to use instead of --suite")
+    parser.add_argument("--start-idx", type=int, default=0, help="skip this many inputs per operator")
+    parser.add_argument("--channels-last", action="store_true", help="make 4-d inputs channels-last")
+    add_profile_options(parser, "record a torch.profiler trace per operator under --profile-dir")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("."),
+        help="where operatorbench_<suite>_<dtype>.csv goes (default: .)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads for eager and compiled kernels (default: 1; on a shared machine "
+        "parallel regions wait on descheduled threads and timings jump by milliseconds)",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="compile and autotune into fresh, empty inductor and Triton caches (honest compile "
+        "times; kernels and autotuning choices made afresh) instead of benchkit's cache for this torch build",
+    )
+    parser.set_defaults(func=run_command)
+
+
+def _add_timing_options(parser: argparse.ArgumentParser) -> None:
+    """How each input is timed and compiled: rounds, CUDA graphs, inductor variants, device."""
     parser.add_argument(
         "--repeats",
         type=int,
@@ -167,30 +196,6 @@ def register(subparsers: Any) -> None:
         default=None,
         help="device to run on (default: cuda if available, else cpu)",
     )
-    parser.add_argument("--inp-file", default=None, help="an operator-input log to use instead of --suite")
-    parser.add_argument("--start-idx", type=int, default=0, help="skip this many inputs per operator")
-    parser.add_argument("--channels-last", action="store_true", help="make 4-d inputs channels-last")
-    add_profile_options(parser, "record a torch.profiler trace per operator under --profile-dir")
-    parser.add_argument(
-        "--output-dir",
-        type=Path,
-        default=Path("."),
-        help="where operatorbench_<suite>_<dtype>.csv goes (default: .)",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="CPU threads for eager and compiled kernels (default: 1; on a shared machine "
-        "parallel regions wait on descheduled threads and timings jump by milliseconds)",
-    )
-    parser.add_argument(
-        "--cold",
-        action="store_true",
-        help="compile and autotune into fresh, empty inductor and Triton caches (honest compile "
-        "times; kernels and autotuning choices made afresh) instead of benchkit's cache for this torch build",
-    )
-    parser.set_defaults(func=run_command)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""`benchkit regressions`: steps over the whole history (see `benchkit.report.changepoints`)."""
+"""`benchkit regressions`: steps over the whole history (see `benchkit.report.steps.changepoints`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from benchkit.cli.cases import add_bench_option
 from benchkit.cli.options import add_damage_option
-from benchkit.report import changepoints
+from benchkit.report.steps import changepoints
 
 
 def _cmd_regressions(args: argparse.Namespace) -> int:
@@ -21,7 +21,7 @@ def _cmd_regressions(args: argparse.Namespace) -> int:
         load_history,
         pick_machine,
     )
-    from benchkit.report.check import check_config_for, metric_judge, selected
+    from benchkit.report.gate.check import check_config_for, metric_judge, selected
     from benchkit.util import atomic_write_json
 
     conf = load_asv_config(args.asv_config)

@@ -30,8 +30,8 @@ from benchkit.errors import UserError
 from benchkit.history.builds.flavour import of_label
 from benchkit.history.results.read import LoadedResults, Measurement, ResultSet, resolve_commit
 from benchkit.names import BenchmarkName, Metric
-from benchkit.report.check import check_config_for, judge_results
-from benchkit.report.check_types import Comparison
+from benchkit.report.gate.check import check_config_for, judge_results
+from benchkit.report.gate.check_types import Comparison
 from benchkit.report.site.data import (
     BenchmarkInfo,
     Build,

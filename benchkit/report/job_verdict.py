@@ -7,7 +7,7 @@ every night after it. The main job judges instead:
 * each build this run measured against the build before it on the history's main
   branch (its predecessor), with `benchkit check`; a predecessor an earlier job measured is
   measured again beside it, and its wall times are judged by this job's rounds only
-  (`benchkit.report.rounds_window`);
+  (`benchkit.report.gate.rounds_window`);
 * each of them against a baseline, when one is named (e.g. the last release's tag);
 * the history's steps (`benchkit regressions`) that start at one of those builds and last
   more than that build: a level that changed with this run's builds, seen over the whole
@@ -28,12 +28,13 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.results.read import LoadedResults
-from benchkit.report import changepoints, rounds_window
-from benchkit.report.check import check_config_for, judge_results, metric_judge, selected
-from benchkit.report.check_config import CheckConfig
-from benchkit.report.check_format import format_change
-from benchkit.report.check_status import Status
-from benchkit.report.check_types import Verdict
+from benchkit.report.gate import rounds_window
+from benchkit.report.gate.check import check_config_for, judge_results, metric_judge, selected
+from benchkit.report.gate.check_config import CheckConfig
+from benchkit.report.gate.check_format import format_change
+from benchkit.report.gate.check_status import Status
+from benchkit.report.gate.check_types import Verdict
+from benchkit.report.steps import changepoints
 
 
 @dataclasses.dataclass(frozen=True)

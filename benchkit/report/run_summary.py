@@ -104,26 +104,6 @@ class Summary:
         ]
 
 
-# What the gate holds equal between two builds for their numbers to be compared as measured alike.
-_SHAPING = ("wall_rounds", "samples_per_round", "inductor_cold", "operator_processes", "operator_rounds")
-
-
-def settings_differences(
-    base: Mapping[str, settings_record.RunRecord],
-    head: Mapping[str, settings_record.RunRecord],
-    labels: Sequence[str],
-) -> list[str]:
-    """What the recorded settings of two builds' runs (per environment) differ in, for a reader."""
-    found = []
-    for env in sorted(set(base) & set(head)):
-        for name in _SHAPING:
-            before, after = getattr(base[env], name), getattr(head[env], name)
-            if before != after:
-                what = name.replace("_", " ")
-                found.append(f"{what}: {before} on {labels[0]}, {after} on {labels[1]} ({env})")
-    return found
-
-
 def _describe(states: Mapping[str, int]) -> str:
     return ", ".join(f"{n} {state}" for state, n in states.items() if n)
 

@@ -11,8 +11,8 @@ from asv import util as asv_util
 from asv.results import Results
 from asv.runner import BenchmarkResult
 
-from benchkit.report import check
-from benchkit.report.check_types import Verdict
+from benchkit.report.gate import check
+from benchkit.report.gate.check_types import Verdict
 
 BASE, HEAD = "aaaa1111" + "0" * 32, "bbbb2222" + "0" * 32
 ENV = "virtualenv-py3.11"

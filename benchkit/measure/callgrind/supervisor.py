@@ -298,6 +298,32 @@ def _claim_batch_dir(runs: Path) -> tuple[Path, int]:
     raise ValgrindUnavailable(f"100 instruction-count batches are already running in {runs}")
 
 
+def _control_library() -> tuple[Path, Path]:
+    """The control extension the workers load, and its priming copy; `ValgrindUnavailable`
+    where this torch cannot run under valgrind."""
+    import torch
+
+    if not torch._C._valgrind_supported_platform():
+        raise ValgrindUnavailable("this torch build has no valgrind support")
+    control = build_control_library()
+    priming = priming_copy(control)
+    if not priming.exists():
+        priming.parent.mkdir(exist_ok=True)
+        atomic_write_bytes(priming, control.read_bytes())
+    return control, priming
+
+
+def _prepare_place(place: Any, root: Path, control: Path, priming: Path) -> Path:
+    """The counting place made ready for this batch: torch's site, the caches, and the worker's
+    names for the control extension and its priming copy (the extension's name there)."""
+    torch_dir = torch_package_dir()
+    site = worker_site(torch_dir, import_dirs(torch_dir))
+    place.prepare(root, inductor_root(), site, bytecode_root())
+    control_here = place.hard_link(control, "files", control.name)
+    place.hard_link(priming, "files", priming.parent.name, priming.name)
+    return control_here
+
+
 def collect(
     cases: Sequence[Case],
     jobs: int | None = None,
@@ -317,15 +343,7 @@ def collect(
     progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))
     start = time.monotonic()
     version = valgrind_version()
-    import torch
-
-    if not torch._C._valgrind_supported_platform():
-        raise ValgrindUnavailable("this torch build has no valgrind support")
-    control = build_control_library()
-    priming = priming_copy(control)
-    if not priming.exists():
-        priming.parent.mkdir(exist_ok=True)
-        atomic_write_bytes(priming, control.read_bytes())
+    control, priming = _control_library()
     cases = list(cases)
     place = claim_place()
     if place is None:
@@ -337,12 +355,7 @@ def collect(
         raise
     bytecode: threading.Thread | None = None
     try:
-        torch_dir = torch_package_dir()
-        site = worker_site(torch_dir, import_dirs(torch_dir))
-        place.prepare(root, inductor_root(), site, bytecode_root())
-        # The worker's names for the control extension and its priming copy.
-        control_here = place.hard_link(control, "files", control.name)
-        place.hard_link(priming, "files", priming.parent.name, priming.name)
+        control_here = _prepare_place(place, root, control, priming)
         # Natively, before any worker starts: the bytecode every worker reads at its start.
         # It compiles on one core while the batch is prepared (specs, C++ shards).
         failed_note = "compiling the worker's bytecode failed (it compiles its own)"
@@ -372,32 +385,9 @@ def collect(
         )
         if errors and not any(infos):
             raise errors[0]
-        for index in range(len(cases)):
-            if index not in batch.results:
-                reason = "; ".join(str(e) for e in errors) or "not run"
-                batch.record(index, CaseCount(cases[index].key, "failed", error=reason))
-        seconds = {batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds}
-        save_durations({**seconds, **batch.template_seconds})
+        _record_unrun(batch, cases, errors)
         info = next((i for i in infos if i), {})
-        metadata = {
-            "valgrind": version,
-            "cpu_capability_under_valgrind": info.get("cpu_capability"),
-            "cpu_capability_native": torch.backends.cpu.get_cpu_capability(),
-            "mkl_enable_instructions": MKL_INSTRUCTIONS,
-            "aslr": "disabled" if aslr else "enabled",
-            "place": str(place.root),
-            "torch": info.get("torch", torch.__version__),
-            "torch_git": info.get("torch_git", ""),
-            "torch_build_id": torch_build_id(),
-            "python": info.get("python", platform.python_version()),
-            "python_executable": sys.executable,
-            "host": platform.node(),
-            "warmup": WARMUP,
-            "repeats": REPEATS,
-            "repeats_single_execution": SINGLE_EXECUTION_REPEATS,
-            "statistic": "minimum of repeats, per execution",
-            "not_counted": {"call_tree_of": TYPE_CACHE_MISS, "functions": LAYOUT_NOISE.pattern},
-            "jobs": jobs,
+        metadata = _metadata(version, info, aslr, place, jobs) | {
             "preparation_seconds": round(batch.started - start, 1),
             "cpp_compile_seconds": round(batch.cpp_compile_seconds, 1),
         }
@@ -410,6 +400,45 @@ def collect(
             shutil.rmtree(root, ignore_errors=True)
         os.close(lock)
         place.close()
+
+
+def _record_unrun(batch: Batch, cases: Sequence[Case], errors: Sequence[BaseException]) -> None:
+    """Every case the workers left without a result is a failed count (never a missing one),
+    and the durations of those that ran are kept for the next batch's order."""
+    for index in range(len(cases)):
+        if index not in batch.results:
+            reason = "; ".join(str(e) for e in errors) or "not run"
+            batch.record(index, CaseCount(cases[index].key, "failed", error=reason))
+    seconds = {batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds}
+    save_durations({**seconds, **batch.template_seconds})
+
+
+def _metadata(
+    version: str, info: Mapping[str, Any], aslr: Sequence[str], place: Any, jobs: int
+) -> dict[str, Any]:
+    """How the batch counted: valgrind, torch and Python, and the counting policy."""
+    import torch
+
+    return {
+        "valgrind": version,
+        "cpu_capability_under_valgrind": info.get("cpu_capability"),
+        "cpu_capability_native": torch.backends.cpu.get_cpu_capability(),
+        "mkl_enable_instructions": MKL_INSTRUCTIONS,
+        "aslr": "disabled" if aslr else "enabled",
+        "place": str(place.root),
+        "torch": info.get("torch", torch.__version__),
+        "torch_git": info.get("torch_git", ""),
+        "torch_build_id": torch_build_id(),
+        "python": info.get("python", platform.python_version()),
+        "python_executable": sys.executable,
+        "host": platform.node(),
+        "warmup": WARMUP,
+        "repeats": REPEATS,
+        "repeats_single_execution": SINGLE_EXECUTION_REPEATS,
+        "statistic": "minimum of repeats, per execution",
+        "not_counted": {"call_tree_of": TYPE_CACHE_MISS, "functions": LAYOUT_NOISE.pattern},
+        "jobs": jobs,
+    }
 
 
 def _work_units(batch: Batch, runnable: list[int], durations: Mapping[str, float]) -> list[list[int]]:

@@ -152,6 +152,32 @@ def measure_default_set_for_asv(
     if measure.operator_replicates and not cuda:
         default_rounds = REPLICATE_ROUNDS_PER_PROCESS
     rounds = measure.operator_rounds or default_rounds
+    runs, failures = _timing_processes(processes, rounds, device, operators)
+    if runs and runs[0].get("no_device"):
+        print(f"operators ({device}): {runs[0]['no_device']}: nothing timed", file=sys.stderr, flush=True)
+        return {"operators": {}, "no_device": runs[0]["no_device"], "device": device}
+    if not runs:
+        raise RuntimeError("operators: every timing process failed: " + "; ".join(failures))
+    data = _combine_processes(runs)
+    data.update(
+        device=device,
+        inductor_cache=str(cache),
+        cold=cold,
+        processes=len(runs),
+        rounds_per_process=rounds,
+        failed_processes=failures,
+        elapsed_s=time.perf_counter() - started,
+    )
+    if measure.operators_json is not None:
+        atomic_write_json(measure.operators_json, data)
+    return data
+
+
+def _timing_processes(
+    processes: int, rounds: int, device: str, operators: Sequence[str] | None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each timing process's result, one after another, and a line per failed process; stops
+    after the first when it found no device."""
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="benchkit-operators-") as scratch:
@@ -176,27 +202,8 @@ def measure_default_set_for_asv(
             else:
                 failures.append(f"timing process {index + 1} exited with status {completed.returncode}")
             if runs and runs[0].get("no_device"):
-                print(
-                    f"operators ({device}): {runs[0]['no_device']}: nothing timed",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                return {"operators": {}, "no_device": runs[0]["no_device"], "device": device}
-    if not runs:
-        raise RuntimeError("operators: every timing process failed: " + "; ".join(failures))
-    data = _combine_processes(runs)
-    data.update(
-        device=device,
-        inductor_cache=str(cache),
-        cold=cold,
-        processes=len(runs),
-        rounds_per_process=rounds,
-        failed_processes=failures,
-        elapsed_s=time.perf_counter() - started,
-    )
-    if measure.operators_json is not None:
-        atomic_write_json(measure.operators_json, data)
-    return data
+                break
+    return runs, failures
 
 
 def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None = None) -> dict[str, Any]:
@@ -259,7 +266,7 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
 def replicate_samples(result: dict[str, Any], metric: Metric) -> dict[str, Any]:
     """One timing of an input (`Metric.replicated`) as asv reads a timing result: a sample per
     timing process, each a replicate of the whole measurement, and asv's value their median.
-    The gate judges the figure by these replicates (`benchkit.report.noise`); the main job adds
+    The gate judges the figure by these replicates (`benchkit.report.gate.noise`); the main job adds
     replicates measured interleaved with the build it is compared with (`benchkit.operator_rounds`).
     NaN (nothing timed) where no process gave a number."""
     eager_compiled = result.get("per_process") or [[result["eager_s"], result["compiled_s"]]]

@@ -28,30 +28,15 @@ from benchkit import settings
 from benchkit.define.api import Language, TimerArgs, TorchScriptModel
 from benchkit.measure.stmt_loop import compile_statement_loop
 from benchkit.names import CASES_MODULE, Metric
+from benchkit.rounds_policy import WALL_TIME_ROUNDS
 
 # A block should be long enough that clock resolution and the call into the
 # loop are negligible (<0.1%), short enough to give asv many samples.
 TARGET_BLOCK_SECONDS = 0.01
 
-# Processes per build and samples per process of every ``time_wall`` (asv's ``rounds`` and
-# ``repeat``). Wall time moves more between processes than within one, and now and then a
-# process is disturbed, so the gate compares builds process by process
-# (`benchkit.stats.fast_level_test`) and what it can see depends on how many processes a build
-# has; docs/verdicts.md gives the power and false-alarm figures for this number. Three samples
-# give each process its fastest sample; more samples per process would not shrink the
-# between-process part (scripts/bench_wall_noise.py compares 3 and 7).
-# ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
-WALL_TIME_ROUNDS = 12
+# Samples per round (asv's ``repeat``): three give each process its fastest sample; more would
+# not shrink the between-process part (scripts/bench_wall_noise.py compares 3 and 7).
 SAMPLES_PER_ROUND = 3
-# `benchkit main` instead looks twice: every wall time first gets FIRST_LOOK_ROUNDS, and only
-# those whose verdict is still open get more, up to MAX_ROUNDS (`benchkit.stats.first_look`),
-# together no more processes than WALL_TIME_ROUNDS would have run. Those whose instruction
-# count moved come first, up to MOVED_MAX_ROUNDS (`rounds_look.rounds_to_add`): a change of a
-# few percent needs more rounds than 24 on a noisy machine (docs/verdicts.md), and a moved
-# count says where to spend them.
-FIRST_LOOK_ROUNDS = 8
-MAX_ROUNDS = 24
-MOVED_MAX_ROUNDS = 48
 
 # asv's own warm-up before the first sample (by default a tenth of a second of calls), and its
 # choice of ``number`` (one more block before the samples). A process here is already warm when

@@ -9,11 +9,11 @@ benchmark; its page moves to ``graphs.html``. benchkit adds, into the same
   history, what the history holds, and links to everything else.
 * ``changes.html``: for every consecutive pair of measured commits on each
   branch (and machine), the benchmarks that changed beyond their threshold,
-  grouped by metric. Thresholds and the comparison itself are `benchkit.report.check`'s,
+  grouped by metric. Thresholds and the comparison itself are `benchkit.report.gate.check`'s,
   so the site and the regression gate never disagree about what changed.
   Each build's upstream PyTorch commit (``git_version``) is shown and linked.
 * ``regressions.html``: the steps over each machine's whole history
-  (`benchkit.report.changepoints`), labelled per case.
+  (`benchkit.report.steps.changepoints`), labelled per case.
 * ``why.html`` and ``why/*.html``: for every instruction-count change, where
   the instructions went -- the function-level Callgrind diff between the two
   commits (`benchkit.measure.callgrind.profiles`), grouped into ATen/c10, the Python interpreter,

@@ -26,8 +26,8 @@ from benchkit.history.results.read import (
     unrolled_results,
 )
 from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_class_name
-from benchkit.report import check, check_config
-from benchkit.report.check_types import Comparison
+from benchkit.report.gate import check, check_config
+from benchkit.report.gate.check_types import Comparison
 from benchkit.stats import quantiles
 
 # benchkit.history.builds.build_step.BUILD_FILE; not imported from there to keep publishing light.
@@ -92,7 +92,7 @@ class PairChanges:
     compared: int  # benchmarks compared (changed or not)
     problems: tuple[str, ...] = ()  # metrics the pair cannot judge (`check.unjudged_metrics`)
     uncertain: tuple[tuple[str, int], ...] = ()  # (can't tell | insufficient data, how many)
-    shifts: tuple[str, ...] = ()  # environment shifts (`benchkit.report.shifts.EnvShift.describe`)
+    shifts: tuple[str, ...] = ()  # environment shifts (`benchkit.report.gate.shifts.EnvShift.describe`)
     # The pages that hold this pair and its head's operator table (`benchkit.report.site.paging`)
     page: str = "changes.html"
     operators_page: str = "operators.html"
@@ -341,7 +341,7 @@ def machine_history(data: SiteData, machine: str) -> list[ResultSet]:
 
 
 def pair_changes(data: SiteData) -> list[PairChanges]:
-    """Every consecutive pair on every (machine, branch), judged by `benchkit.report.check`
+    """Every consecutive pair on every (machine, branch), judged by `benchkit.report.gate.check`
     with each benchmark's noise over the machine's whole history, as `benchkit check` does."""
     units = {info.key: info.unit for info in data.benchmarks.values()}
     pairs = []

@@ -11,8 +11,8 @@ import sys
 from benchkit.errors import UserError
 from benchkit.measure.callgrind.profiles import CaseProfile, Profile, load_profile
 from benchkit.names import CaseKeys
-from benchkit.report.check_types import Comparison
 from benchkit.report.diff import CaseDiff, diff_case, find_profiles
+from benchkit.report.gate.check_types import Comparison
 from benchkit.report.site.data import PairChanges, log
 
 

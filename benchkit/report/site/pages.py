@@ -20,8 +20,8 @@ from markupsafe import Markup, escape
 
 from benchkit.history.results.read import Measurement
 from benchkit.names import BenchmarkName, Metric, MetricKind, benchmark_key, readable_name
-from benchkit.report import changepoints, check
-from benchkit.report.check_types import Comparison
+from benchkit.report.gate import check
+from benchkit.report.gate.check_types import Comparison
 from benchkit.report.site import paging
 from benchkit.report.site.data import (
     LISTED_ORDER,
@@ -33,6 +33,7 @@ from benchkit.report.site.data import (
     slug,
 )
 from benchkit.report.site.explain import GROUP_ORDER, Explanation, function_group
+from benchkit.report.steps import changepoints
 from benchkit.util import content_key
 
 # asv's page (grid, list and one graph per benchmark), moved from index.html: ours is the front page.
@@ -251,7 +252,7 @@ def render_changes(
 
 
 def regression_sections(data: SiteData) -> list[dict[str, Any]]:
-    """Per machine, the steps over its whole history (`benchkit.report.changepoints`), newest
+    """Per machine, the steps over its whole history (`benchkit.report.steps.changepoints`), newest
     first, as the regressions page and the front page show them."""
     units = {info.key: info.unit for info in data.benchmarks.values()}
     metric_of = check.metric_judge(units, data.config)

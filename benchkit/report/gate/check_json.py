@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from benchkit.history.results.read import Measurement
-from benchkit.report.check_types import Comparison, Verdict
+from benchkit.report.gate.check_types import Comparison, Verdict
 
 EXIT_REASONS = {
     0: "every metric compared and nothing fails the gate",

@@ -12,8 +12,8 @@ import math
 
 from benchkit.history.results.read import Measurement
 from benchkit.names import MetricKind
-from benchkit.report.check_status import Status
-from benchkit.report.noise import Noise
+from benchkit.report.gate.check_status import Status
+from benchkit.report.gate.noise import Noise
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Verdict:
     markdown: str
     comparisons: tuple[Comparison, ...]
     problems: tuple[str, ...] = ()  # why the comparison is incomplete (`check_render.unjudged_metrics`)
-    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.shifts.EnvShift`)
-    not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.not_judged`)
+    shifts: tuple[str, ...] = ()  # environment shifts found (`benchkit.report.gate.shifts.EnvShift`)
+    not_judged: tuple[str, ...] = ()  # why verdicts were not given (`benchkit.report.gate.not_judged`)
     headline: str = ""  # the verdict and the count of each status, one line
     build_wide: tuple[str, ...] = ()  # a shift of builds measured interleaved: the build's

@@ -26,7 +26,7 @@ class Status(enum.StrEnum):
     FIXED = "fixed"
     NOT_COMPARED = "not compared"
     IGNORED = "ignored"
-    # not judged (`benchkit.report.not_judged`)
+    # not judged (`benchkit.report.gate.not_judged`)
     DISTURBED = "disturbed build"
     CACHE_DIFFERED = "cache state differed"
 

@@ -1,5 +1,5 @@
 """How noisy each benchmark is, estimated from what asv recorded (the environment's shifts,
-which move many wall times at once, are `benchkit.report.shifts`).
+which move many wall times at once, are `benchkit.report.gate.shifts`).
 
 A fixed threshold (×1.10 for wall time) says nothing about whether a benchmark's
 run-to-run noise lets such a change be seen: on a shared machine two runs of the *same*
@@ -16,7 +16,7 @@ So each benchmark gets a noise estimate ``sigma``, the standard deviation of
   de-facto A/A pairs for a case whose instruction count did not move between them, for
   wall time, or robustly all consecutive pairs for instructions and ratios: a MAD ignores
   the few real steps; an operator figure that depends on the generated kernel counts only
-  pairs that ran the same kernel, when both recorded it (`benchkit.report.kernels`); a wall
+  pairs that ran the same kernel, when both recorded it (`benchkit.report.gate.kernels`); a wall
   time short of pairs gets the machine's, pooled) and, for
   instruction counts, the Callgrind **prior**. A wall time's own samples are no source:
   within one process they understate the noise between processes.
@@ -33,15 +33,14 @@ from collections.abc import Callable, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import BenchmarkName, Metric, MetricKind, Suite
-from benchkit.report.kernels import kernel_changed
+from benchkit.report.gate.kernels import kernel_changed
+from benchkit.rounds_policy import CORROBORATED_ALPHA, corroborated, rounds_alpha
 from benchkit.stats import (
     ALPHA,
-    CORROBORATED_ALPHA,
     MIN_REPLICATES,
     MIN_ROUNDS,
     RoundsTest,
     VariancePrior,
-    corroborated,
     fast_level,
     fast_level_test,
     log_samples,
@@ -50,7 +49,6 @@ from benchkit.stats import (
     replicate_test,
     robust_sigma,
     round_values,
-    rounds_alpha,
     variance_prior,
     z_two_sided,
 )
@@ -314,7 +312,7 @@ def estimate(
     A wall time's samples within one process understate how far two processes differ, so
     without enough rounds a wall time is judged against its history only. `count_move`: which
     way the case's instruction count moved (`count_move`); a rounds test of a change that way
-    rejects at `benchkit.stats.CORROBORATED_ALPHA`. `figure`: which of benchkit's metrics it is,
+    rejects at `benchkit.rounds_policy.CORROBORATED_ALPHA`. `figure`: which of benchkit's metrics it is,
     if any: an operator timing whose samples are replicates (`Metric.replicated`) is judged by
     them where each side has `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`); a
     compile's seconds are never less noisy than `COMPILE_SIGMA`."""

@@ -3,12 +3,12 @@
 A build measured while the machine was busy, or slower for the minutes it ran, moves every wall
 time by about one common factor while its instruction counts stay where they were: the machine's
 doing, not torch's. Seen over a history it is an excursion. Per wall-time benchmark, the build's
-value (its fast level, `benchkit.report.noise.wall_level`) is compared with the level of the
+value (its fast level, `benchkit.report.gate.noise.wall_level`) is compared with the level of the
 builds just before it and with the level of those just after it; it moved when it lies beyond
 its noise on the same side of both. A build is disturbed when its wall times moved that way
 together -- all but a quarter of them, in one direction, by a median factor beyond the
 benchmarks' noise -- while its instruction counts (where the suite has them) did not move by the
-count threshold. Its wall times then make no steps in `benchkit.report.changepoints`, and it is
+count threshold. Its wall times then make no steps in `benchkit.report.steps.changepoints`, and it is
 reported once. Over a history the first and last builds have one side only and are not judged
 this way; `benchkit check` judges its base and head by `build_disturbance`, one-sided at an end
 of the history (against the builds before a last head; only where the suite has instruction
@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import MetricKind
-from benchkit.report.noise import wall_level
+from benchkit.report.gate.noise import wall_level
 from benchkit.stats import robust_sigma
 
 NEIGHBOURS = 2  # builds on each side whose median is the level a build is compared with
@@ -172,7 +172,7 @@ def build_disturbance(
 ) -> DisturbedBuild | None:
     """Whether the build of `commit` is disturbed by the history-wide rule; one-sided at an end
     of the history. None when it is not, is not in the history, or the history holds fewer than
-    three builds (a pair alone is `benchkit.report.noise`'s environment test)."""
+    three builds (a pair alone is `benchkit.report.gate.noise`'s environment test)."""
     position = next((i for i, r in enumerate(history) if r.commit == commit), None)
     if position is None or len(history) < 3:
         return None

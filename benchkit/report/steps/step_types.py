@@ -1,7 +1,7 @@
 """A step over a history: the record `benchkit regressions` finds and every report shows.
 
-Its own module, below the modules that make it (`benchkit.report.changepoints`) and those
-that label it (`benchkit.report.kernels`), so neither imports the other for its type.
+Its own module, below the modules that make it (`benchkit.report.steps.changepoints`) and those
+that label it (`benchkit.report.gate.kernels`), so neither imports the other for its type.
 """
 
 from __future__ import annotations

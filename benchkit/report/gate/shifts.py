@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from benchkit.history.results.read import ResultSet
 from benchkit.names import Metric, MetricKind
-from benchkit.report.noise import (
+from benchkit.report.gate.noise import (
     MIN_SAMPLES,
     HistoryNoise,
     Key,

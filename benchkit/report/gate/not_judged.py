@@ -1,7 +1,7 @@
 """What the gate leaves unjudged, and says so: a disturbed build's wall times, and compile
 times of builds whose inductor cache states differed.
 
-* **disturbed build**: by the history-wide rule (`benchkit.report.excursions`) the base's or
+* **disturbed build**: by the history-wide rule (`benchkit.report.gate.excursions`) the base's or
   the head's wall times moved together by a common factor beyond their noise while their
   instruction counts did not: the machine's doing. Its wall-time verdicts are not judged
   ("measure again"); instruction counts are judged as usual.
@@ -11,7 +11,7 @@ times of builds whose inductor cache states differed.
   only shows which one compiled; such a compile-time difference is not judged. The cache
   record itself is no performance number.
 
-Neither is "no regression": both make the gate's exit status 2 (see `benchkit.report.check`).
+Neither is "no regression": both make the gate's exit status 2 (see `benchkit.report.gate.check`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from benchkit.names import BenchmarkName, Metric, MetricKind
-from benchkit.report.check_status import NUMERIC_STATUSES, Status
-from benchkit.report.check_types import Comparison
+from benchkit.report.gate.check_status import NUMERIC_STATUSES, Status
+from benchkit.report.gate.check_types import Comparison
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement, ResultSet
-    from benchkit.report.excursions import DisturbedBuild
+    from benchkit.report.gate.excursions import DisturbedBuild
 
 DISTURBED = Status.DISTURBED
 CACHE_DIFFERED = Status.CACHE_DIFFERED
@@ -171,7 +171,7 @@ def disturbed_sides(
 
     A build off the history's branch (a pull request's head) is judged as if it followed the
     base: one-sided, against the builds up to the base."""
-    from benchkit.report.excursions import build_disturbance
+    from benchkit.report.gate.excursions import build_disturbance
 
     commits = [r.commit for r in history]
 

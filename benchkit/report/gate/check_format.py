@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from benchkit.names import BenchmarkName, Metric, MetricKind, kind_of_unit
-from benchkit.report.check_config import METRIC_LABELS
-from benchkit.report.check_types import Comparison
+from benchkit.report.gate.check_config import METRIC_LABELS
+from benchkit.report.gate.check_types import Comparison
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement

@@ -1,4 +1,4 @@
-"""One benchmark's verdict in three steps (`benchkit.report.check.compare_one`):
+"""One benchmark's verdict in three steps (`benchkit.report.gate.check.compare_one`):
 
 1. **availability**: are both numbers there? A failed, skipped or missing side, or changed
    benchmark code, decides the verdict without any number (`availability`).
@@ -18,11 +18,11 @@ import math
 
 from benchkit.history.results.read import Measurement
 from benchkit.names import BenchmarkName, MetricKind
-from benchkit.report.check_config import Override
-from benchkit.report.check_format import format_percent
-from benchkit.report.check_status import Status
-from benchkit.report.noise import Noise, estimate
-from benchkit.report.shifts import PairNoise
+from benchkit.report.gate.check_config import Override
+from benchkit.report.gate.check_format import format_percent
+from benchkit.report.gate.check_status import Status
+from benchkit.report.gate.noise import Noise, estimate
+from benchkit.report.gate.shifts import PairNoise
 
 # A threshold of 0 in the config means "from the noise": the benchmark's minimum
 # detectable change (MDC) at the stated false-positive rate is its threshold. Without a
@@ -78,7 +78,7 @@ def availability(
 def noise_of(
     metric: MetricKind, key: Key, before: Measurement, after: Measurement, pair: PairNoise | None
 ) -> Noise | None:
-    """The comparison's noise (`benchkit.report.noise.estimate`); None without a log-ratio."""
+    """The comparison's noise (`benchkit.report.gate.noise.estimate`); None without a log-ratio."""
     assert before.value is not None and after.value is not None
     if before.value <= 0 or after.value <= 0:
         return None

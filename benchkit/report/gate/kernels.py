@@ -13,12 +13,12 @@ same kernel:
   kernel**: a speedup that moved while the kernel stayed is torch's eager side, the
   machine or noise; one that moved with it is the compiler's doing (its code, or a launch
   config autotuning chose anew);
-* the history's noise of such a figure (`benchkit.report.noise.history_sigmas`) counts only
+* the history's noise of such a figure (`benchkit.report.gate.noise.history_sigmas`) counts only
   pairs of builds that ran the same kernel, as a wall time counts only pairs whose
   instruction count did not move.
 
 Results without the record (older ones) are judged and labelled as before. The marks on
-comparisons and steps are in `benchkit.report.kernel_marks`.
+comparisons and steps are in `benchkit.report.gate.kernel_marks`.
 """
 
 from __future__ import annotations

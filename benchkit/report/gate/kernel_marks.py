@@ -1,7 +1,7 @@
-"""The generated-kernel record's word on a comparison and on a step (see `benchkit.report.kernels`):
-"generated kernel changed" or "same generated kernel" beside a comparison, **kernel changed** or
-**same kernel** on a step. Apart from the record itself, which the noise estimate reads below
-the gate's records.
+"""The generated-kernel record's word on a comparison (see `benchkit.report.gate.kernels`):
+"generated kernel changed" or "same generated kernel" beside it (a step's word is
+`benchkit.report.steps.changepoints.label_step`). Apart from the record itself, which the noise
+estimate reads below the gate's records.
 """
 
 from __future__ import annotations
@@ -10,17 +10,13 @@ import dataclasses
 from collections.abc import Sequence
 
 from benchkit.history.results.read import ResultSet
-from benchkit.report.check_status import NUMERIC_STATUSES, Status
-from benchkit.report.check_types import Comparison
-from benchkit.report.kernels import (
-    KERNEL_CHANGED,
-    SAME_KERNEL,
+from benchkit.report.gate.check_status import NUMERIC_STATUSES, Status
+from benchkit.report.gate.check_types import Comparison
+from benchkit.report.gate.kernels import (
     is_kernel_record,
-    kernel_changed,
     kernel_hash,
     kernels_of,
 )
-from benchkit.report.step_types import Step
 
 
 def mark_kernels(comparisons: Sequence[Comparison], base: ResultSet, head: ResultSet) -> list[Comparison]:
@@ -45,15 +41,3 @@ def mark_kernels(comparisons: Sequence[Comparison], base: ResultSet, head: Resul
         else:
             out.append(c)
     return out
-
-
-def label_step(step: Step, history: Sequence[ResultSet]) -> Step:
-    """A step of a kernel-dependent figure without another label: kernel changed or same kernel
-    between the builds on either side of it."""
-    if step.label:
-        return step
-    by_commit = {r.commit: r for r in history}
-    changed = kernel_changed(by_commit[step.before], by_commit[step.after], step.name, step.env)
-    if changed is None:
-        return step
-    return dataclasses.replace(step, label=KERNEL_CHANGED if changed else SAME_KERNEL)

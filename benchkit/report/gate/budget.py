@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from benchkit.report.check_status import Status
-from benchkit.report.check_types import Comparison
+from benchkit.report.gate.check_status import Status
+from benchkit.report.gate.check_types import Comparison
 from benchkit.stats import ALPHA
 
 FAMILY_Q = 0.01  # the chance that a pair of identical builds fails the gate anywhere

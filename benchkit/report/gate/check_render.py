@@ -1,5 +1,5 @@
 """How `benchkit check` reports a pair: which metrics could not be compared, the verdict
-line, the exit status and the Markdown sections (see `benchkit.report.check`)."""
+line, the exit status and the Markdown sections (see `benchkit.report.gate.check`)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,19 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from benchkit.report.budget import family_budget
-from benchkit.report.check_config import METRIC_LABELS, METRICS, CheckConfig
-from benchkit.report.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
-from benchkit.report.check_status import (
+from benchkit.report.gate.budget import family_budget
+from benchkit.report.gate.check_config import METRIC_LABELS, METRICS, CheckConfig
+from benchkit.report.gate.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
+from benchkit.report.gate.check_status import (
     LOST_ON_HEAD,
     NOT_JUDGED,
     NUMERIC_STATUSES,
     UNCERTAIN,
     Status,
 )
-from benchkit.report.check_types import Comparison, Verdict
-from benchkit.stats import ALPHA, CORROBORATED_ALPHA
+from benchkit.report.gate.check_types import Comparison, Verdict
+from benchkit.rounds_policy import CORROBORATED_ALPHA
+from benchkit.stats import ALPHA
 
 if TYPE_CHECKING:
     from benchkit.history.results.read import Measurement
@@ -118,19 +119,7 @@ def render(
         f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way); "
         f"{family_budget(comparisons).describe()}.",
     ]
-    if build_wide:
-        lines += ["", "#### Build-wide change", "", *(f"- {md_escape(s)}" for s in build_wide)]
-    if shifts:
-        lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
-        lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
-    if settings_differ:  # recorded beside asv's results by the runs (benchkit.settings_record)
-        lines += ["", "#### Measured with different settings", ""]
-        lines += [f"- {md_escape(d)}" for d in settings_differ]
-    if not_judged:
-        lines += ["", "#### Not judged (measure again)", "", *(f"- {md_escape(n)}" for n in not_judged)]
-    if problems:
-        lines += ["", "#### Could not compare", "", *(f"- {md_escape(p)}" for p in problems)]
-        lines += ["", WHY_HINT + "."]
+    lines += _context(build_wide, shifts, settings_differ, not_judged, problems)
     sections = [
         ("Regressions", regressions),
         ("Measured on base, no number on head", lost),
@@ -157,6 +146,31 @@ def render(
         headline,
         tuple(build_wide),
     )
+
+
+def _context(
+    build_wide: Sequence[str],
+    shifts: Sequence[str],
+    settings_differ: Sequence[str],
+    not_judged: Sequence[str],
+    problems: Sequence[str],
+) -> list[str]:
+    """The sections above the tables: what moved every figure, what the gate could not judge."""
+    lines: list[str] = []
+    if build_wide:
+        lines += ["", "#### Build-wide change", "", *(f"- {md_escape(s)}" for s in build_wide)]
+    if shifts:
+        lines += ["", "#### Environment", "", *(f"- {md_escape(s)}" for s in shifts)]
+        lines += ["", "Wall-time changes these explain are can't tell unless the case's instructions moved."]
+    if settings_differ:  # recorded beside asv's results by the runs (benchkit.settings_record)
+        lines += ["", "#### Measured with different settings", ""]
+        lines += [f"- {md_escape(d)}" for d in settings_differ]
+    if not_judged:
+        lines += ["", "#### Not judged (measure again)", "", *(f"- {md_escape(n)}" for n in not_judged)]
+    if problems:
+        lines += ["", "#### Could not compare", "", *(f"- {md_escape(p)}" for p in problems)]
+        lines += ["", WHY_HINT + "."]
+    return lines
 
 
 def _beyond_first(rows: Sequence[Comparison]) -> list[Comparison]:

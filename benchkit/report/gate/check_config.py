@@ -13,7 +13,7 @@ from benchkit.errors import UserError
 from benchkit.names import MetricKind
 
 METRICS = tuple(MetricKind)
-# wall_time and ratio 0: each benchmark's own minimum detectable change (`benchkit.report.check`).
+# wall_time and ratio 0: each benchmark's own minimum detectable change (`benchkit.report.gate.check`).
 DEFAULT_THRESHOLDS = {MetricKind.INSTRUCTIONS: 0.005, MetricKind.WALL_TIME: 0.0, MetricKind.RATIO: 0.0}
 DEFAULT_CONFIG_NAMES = ("benchkit-check.toml", "benchkit-check.json")
 METRIC_LABELS = {kind: kind.label for kind in MetricKind}

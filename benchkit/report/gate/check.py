@@ -12,7 +12,7 @@ each metric by its own noise:
   `benchkit.stats.MIN_ROUNDS` asv rounds a side (the suite runs 12), each round is
   one process and Welch's test between the two builds' fast levels (the rounds
   a shared machine's bursts did not slow) gives the change and its MDC; with
-  fewer rounds the MDC comes from the history's spread (`benchkit.report.noise`),
+  fewer rounds the MDC comes from the history's spread (`benchkit.report.gate.noise`),
   and without one the wall time is insufficient data. A configured factor
   (``--factor 1.10``) replaces the MDC as the threshold, which the MDC must then
   be below.
@@ -20,7 +20,7 @@ each metric by its own noise:
   ratio, lower is better): one number per build without samples, so by default, as a
   wall time without rounds, its own MDC from the history's spread (for an operator
   figure, the pairs of builds that ran the same generated kernel:
-  `benchkit.report.kernels`); without a history, insufficient data within 10% and a
+  `benchkit.report.gate.kernels`); without a history, insufficient data within 10% and a
   failure beyond it. A configured threshold (``ratio = 0.10``) replaces the MDC.
 
 Every metric is also held to its MDC (docs/verdicts.md): a change beyond the
@@ -30,11 +30,11 @@ benchmark whose noise cannot be estimated is **insufficient data** when it moved
 the threshold (beyond it the gate fails closed). Neither fails the gate; both are counted.
 Wall-time changes an environment shift explains are can't tell with that reason, unless
 the case's instruction count moved too.
-Two verdicts are not given at all (`benchkit.report.not_judged`): the wall times of a base
+Two verdicts are not given at all (`benchkit.report.gate.not_judged`): the wall times of a base
 or head that the history shows disturbed (**disturbed build**: measure again), and compile
 times of builds whose inductor cache states differed (**cache state differed**).
 docs/verdicts.md tabulates every verdict (metric, availability, noise, change -> status),
-and `benchkit.report.check_decide` takes those steps.
+and `benchkit.report.gate.check_decide` takes those steps.
 
 A reviewed config file (``benchkit-check.toml`` or ``.json``) changes the
 defaults and overrides them per benchmark by regular expression, each override
@@ -70,8 +70,8 @@ from benchkit.history.results.read import (
     resolve_commit,
 )
 from benchkit.names import BenchmarkName, MetricKind, benchmark_key
-from benchkit.report.budget import apply_budget
-from benchkit.report.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS re-exported)
+from benchkit.report.gate.budget import apply_budget
+from benchkit.report.gate.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS re-exported)
     DEFAULT_CONFIG_NAMES,
     METRIC_LABELS,
     METRICS,
@@ -79,7 +79,7 @@ from benchkit.report.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS
     load_check_config,
     parse_check_config,
 )
-from benchkit.report.check_decide import (  # noqa: F401 (the constants re-exported)
+from benchkit.report.gate.check_decide import (  # noqa: F401 (the constants re-exported)
     NOISE_CEILING,
     NOISE_FALLBACK_THRESHOLD,
     availability,
@@ -88,7 +88,7 @@ from benchkit.report.check_decide import (  # noqa: F401 (the constants re-expor
     noise_of,
     threshold_of,
 )
-from benchkit.report.check_format import (  # noqa: F401 (re-exported for the site)
+from benchkit.report.gate.check_format import (  # noqa: F401 (re-exported for the site)
     WHY_HINT,
     count_phrase,
     format_mdc,
@@ -98,8 +98,8 @@ from benchkit.report.check_format import (  # noqa: F401 (re-exported for the si
     markdown_table,
     md_escape,
 )
-from benchkit.report.check_render import render, unjudged_metrics  # noqa: F401 (re-exported)
-from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported)
+from benchkit.report.gate.check_render import render, unjudged_metrics  # noqa: F401 (re-exported)
+from benchkit.report.gate.check_status import (  # noqa: F401 (the groups re-exported)
     FAILS_GATE,
     LOST_ON_HEAD,
     NOT_JUDGED,
@@ -107,19 +107,18 @@ from benchkit.report.check_status import (  # noqa: F401 (the groups re-exported
     UNCERTAIN,
     Status,
 )
-from benchkit.report.check_types import Comparison, Verdict
-from benchkit.report.kernel_marks import mark_kernels
-from benchkit.report.noise import HistoryNoise, history_sigmas
-from benchkit.report.not_judged import (
+from benchkit.report.gate.check_types import Comparison, Verdict
+from benchkit.report.gate.kernel_marks import mark_kernels
+from benchkit.report.gate.noise import HistoryNoise, history_sigmas
+from benchkit.report.gate.not_judged import (
     disturbed_sides,
     mark_cache_states,
     mark_compiled_apart,
     mark_disturbed,
     not_judged_reasons,
 )
-from benchkit.report.run_summary import settings_differences
-from benchkit.report.shifts import PairNoise, pair_noise
-from benchkit.settings_record import records_of
+from benchkit.report.gate.shifts import PairNoise, pair_noise
+from benchkit.settings_record import records_of, settings_differences
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
 
 # ------------------------------------------------------------------ comparing
@@ -135,7 +134,7 @@ def compare_one(
     pair: PairNoise | None = None,
 ) -> Comparison:
     """One benchmark's verdict: availability, then noise, then the decision
-    (`benchkit.report.check_decide`); `pair` brings history noise and environment shifts."""
+    (`benchkit.report.gate.check_decide`); `pair` brings history noise and environment shifts."""
     metric, configured, override = config.rule_for(name, BenchmarkName.parse(name).judged_as(unit))
     make = functools.partial(Comparison, name, env, metric, unit, before=before, after=after)
     unavailable = availability(before, after, override)
@@ -163,7 +162,7 @@ def metric_judge(units: Mapping[str, str | None], config: CheckConfig) -> Callab
 def history_noise(
     history: Sequence[ResultSet], units: Mapping[str, str | None], config: CheckConfig
 ) -> Mapping[tuple[str, str], HistoryNoise]:
-    """Each benchmark's noise from consecutive commits of a history (see `benchkit.report.noise`)."""
+    """Each benchmark's noise from consecutive commits of a history (see `benchkit.report.gate.noise`)."""
     return history_sigmas(history, metric_judge(units, config), config.thresholds["instructions"])
 
 
@@ -177,7 +176,7 @@ def compare_pair(
 ) -> tuple[list[Comparison], PairNoise]:
     """Every benchmark of the pair, judged with its noise and the pair's environment shifts
     (`interleaved`: both builds' wall times came from one interleaved run, `PairNoise`), each
-    flag held to the pair's error budget (`benchkit.report.budget`)."""
+    flag held to the pair's error budget (`benchkit.report.gate.budget`)."""
     metric_of = metric_judge(units, config)
     count_threshold = config.thresholds["instructions"]
     pair = pair_noise(base, head, history or {}, metric_of, count_threshold, interleaved)

@@ -40,7 +40,7 @@ from typing import Any
 
 FALSE_STEP_RATE = 0.0005  # per flat series: the chance that noise alone makes a step
 # Per flat history, all its series together: a history's steps share one error budget as a
-# comparison's figures do (`benchkit.report.budget`), so a long suite does not make up steps.
+# comparison's figures do (`benchkit.report.gate.budget`), so a long suite does not make up steps.
 HISTORY_FALSE_STEPS = 0.01
 
 

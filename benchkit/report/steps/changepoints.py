@@ -2,12 +2,12 @@
 labelled jointly per case from its instruction count and its wall time.
 
 `benchkit check` looks at one pair; a slow drift or a step hidden by one noisy pair
-shows only over the whole series. `benchkit.report.segments` fits piecewise-constant levels
+shows only over the whole series. `benchkit.report.steps.segments` fits piecewise-constant levels
 to the series (the logs of its values) and keeps a boundary between two levels only where
 an F test against the series' residual spread, floored by what one build shows of its own
 noise (a wall time's rounds, Callgrind's prior for counts), finds a step; each boundary it
 keeps is a step here. A step is reported when its size also reaches the metric's threshold
-(``benchkit-check.toml`` applies). Joint labels, per case (see `benchkit.report.noise.case_of`):
+(``benchkit-check.toml`` applies). Joint labels, per case (see `benchkit.report.gate.noise.case_of`):
 
 * **code change**: the instruction count and the wall time stepped at the same commit;
 * **wall time only**: memory, threads or the machine; nothing Callgrind counts changed;
@@ -16,7 +16,7 @@ keeps is a step here. A step is reported when its size also reaches the metric's
 Instruction counts are deterministic, so their steps pin one commit; a wall-time step
 is placed where the fit puts it, within the commits between its two levels. A compile-time
 step between builds whose recorded inductor cache states differ (cold vs warm) is not
-judged (`benchkit.report.not_judged`); the cache records make no steps themselves.
+judged (`benchkit.report.gate.not_judged`); the cache records make no steps themselves.
 """
 
 from __future__ import annotations
@@ -28,15 +28,14 @@ from collections.abc import Callable, Collection, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import MetricKind
-from benchkit.report.excursions import DisturbedBuild, disturbed_builds
-from benchkit.report.kernel_marks import label_step
-from benchkit.report.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
-from benchkit.report.kernels import is_kernel_record
-from benchkit.report.noise import INSTRUCTIONS_SIGMA, case_of, value_sigma, wall_level
-from benchkit.report.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
-from benchkit.report.segments import FALSE_STEP_RATE, fit_levels, series_rate
-from benchkit.report.shifts import build_shift, round_drifts
-from benchkit.report.step_types import Step
+from benchkit.report.gate.excursions import DisturbedBuild, disturbed_builds
+from benchkit.report.gate.kernels import KERNEL_CHANGED, SAME_KERNEL, is_kernel_record, kernel_changed
+from benchkit.report.gate.kernels import LABEL_MEANINGS as KERNEL_LABEL_MEANINGS
+from benchkit.report.gate.noise import INSTRUCTIONS_SIGMA, case_of, value_sigma, wall_level
+from benchkit.report.gate.not_judged import DISTURBED, cache_record_of, cache_state, is_cache_record
+from benchkit.report.gate.shifts import build_shift, round_drifts
+from benchkit.report.steps.segments import FALSE_STEP_RATE, fit_levels, series_rate
+from benchkit.report.steps.step_types import Step
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
@@ -83,7 +82,7 @@ def series_steps(
 ) -> list[Step]:
     """The steps of one benchmark's series (`values[i]` measured at `commits[i]`, None: missing);
     `floor`: the least noise of one value on the log scale, `rate`: the series' false-step rate
-    (`benchkit.report.segments`)."""
+    (`benchkit.report.steps.segments`)."""
     measured = [(i, v) for i, v in enumerate(values) if v is not None and v > 0]
     if len(measured) < 2:
         return []
@@ -170,7 +169,7 @@ def changepoints(
     """Every benchmark's steps over `history` (oldest first), with joint labels per case.
 
     A benchmark whose code changed (asv's version) is followed from its latest version on.
-    Wall times at the `disturbed` positions (`benchkit.report.excursions`) are left out.
+    Wall times at the `disturbed` positions (`benchkit.report.gate.excursions`) are left out.
     """
     commits = [r.commit for r in history]
     keys = sorted({key for r in history for key in r.measurements})
@@ -357,3 +356,15 @@ def _table(steps: Sequence[Step]) -> str:
         for row in [head, *rows]
     ]
     return "\n".join(lines) + "\n"
+
+
+def label_step(step: Step, history: Sequence[ResultSet]) -> Step:
+    """A step of a kernel-dependent figure without another label: kernel changed or same kernel
+    between the builds on either side of it."""
+    if step.label:
+        return step
+    by_commit = {r.commit: r for r in history}
+    changed = kernel_changed(by_commit[step.before], by_commit[step.after], step.name, step.env)
+    if changed is None:
+        return step
+    return dataclasses.replace(step, label=KERNEL_CHANGED if changed else SAME_KERNEL)
