@@ -1,9 +1,9 @@
 """`benchkit publish`: the pages it adds to asv's site, checked in headless Chromium.
 
 The site is published from a small history written with asv's own Results API
-into a real benchkit torch-history repository (tests/support/synthetic.py,
-which scripts/bench_publish.py also uses), by real `asv publish`. The browser is
-Debian's chromium, driven over the DevTools protocol on a pipe (support.browser):
+into a real benchkit torch-history repository (lab/synthetic.py,
+which lab/bench_publish.py also uses), by real `asv publish`. The browser is
+Debian's chromium, driven over the DevTools protocol on a pipe (lab.browser):
 every page must render its expected content, make no request outside the machine,
 and log no error to the console. Screenshots go to ``$BENCHKIT_SCREENSHOT_DIR`` when set,
 else to the test's temporary folder.
@@ -24,8 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import synthetic
-from support.browser import Browser, serve
 from support.scratch import module_dir
 
 from benchkit import cli, names
@@ -38,6 +36,8 @@ from benchkit.report.gate import check, check_config
 from benchkit.report.site import data as site_data
 from benchkit.report.site import pages
 from benchkit.report.site import publish as site_publish
+from lab import synthetic
+from lab.browser import Browser, serve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The why pages' function groups, in the order the pages list them (docs/site.md).
@@ -226,6 +226,30 @@ def test_why_pages_explain_every_instruction_change_from_the_stored_profiles(
     index = (site_dir / "why.html").read_text()
     assert index.count("function diff</a>") == explained
     assert "no stored profiles" not in index
+
+
+def test_a_wall_time_whose_count_moved_links_to_the_counts_why_page(site_dir: Path, project: Path) -> None:
+    data = site_data.load_site_data(project)
+    sections = {}
+    for page in site_dir.glob("changes*.html"):
+        for section in page.read_text().split("<section")[1:]:
+            found = re.search(r'id="(pair-[^"]+)"', section)
+            if found:
+                sections[found[1]] = section
+    linked = 0
+    for pair in site_data.pair_changes(data):
+        counts = {
+            names.BenchmarkName.parse(c.name).case: c for c in pair.changes if c.metric == "instructions"
+        }
+        for c in pair.changes:
+            count = counts.get(names.BenchmarkName.parse(c.name).case)
+            if c.metric != "wall_time" or count is None or count.status == "unchanged":
+                continue
+            row = re.search(rf'title="{re.escape(c.name)}">.*?</tr>', sections[pair.anchor], re.S)
+            assert row, (pair.anchor, c.name)
+            assert f'<a href="{pages.why_file(pair, count.name)}">its count: where?</a>' in row[0]
+            linked += 1
+    assert linked > 0
 
 
 def test_why_pages_find_cases_without_benchmarks_json(tmp_path: Path) -> None:
@@ -524,6 +548,8 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     assert float(re.search(r"×([0-9.]+) \(", linear_counts).group(1)) > 1.3  # type: ignore[union-attr]
     why = re.search(r'<a href="(why/[0-9a-f]+\.html)">where\?</a>', section)
     assert why, "no why page for the instruction-count change"
+    # The wall time's row links to the count's why page: its count moved too.
+    assert f'<a href="{why.group(1)}">its count: where?</a>' in linear
     page = (html_dir / why.group(1)).read_text()
     assert "Python interpreter" in page and "ATen/c10" in page
 

@@ -142,8 +142,8 @@ def compare_one(
         return make(status=unavailable[0], note=unavailable[1], threshold=configured)
     assert before is not None and after is not None
     noise = noise_of(metric, (name, env), before, after, pair)
-    threshold, ceiling = threshold_of(configured, noise)
-    status, why = decide(metric, (name, env), before, after, threshold, ceiling, noise, pair)
+    threshold, resolution = threshold_of(configured, noise)
+    status, why = decide(metric, (name, env), before, after, threshold, resolution, noise, pair)
     reason = override.reason if override is not None else ""
     return make(status=status, note=join(why, reason), threshold=threshold, noise=noise)
 

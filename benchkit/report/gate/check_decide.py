@@ -14,6 +14,7 @@ table row by row.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from benchkit.history.results.read import Measurement
@@ -26,10 +27,38 @@ from benchkit.report.gate.shifts import PairNoise
 
 # A threshold of 0 in the config means "from the noise": the benchmark's minimum
 # detectable change (MDC) at the stated false-positive rate is its threshold. Without a
-# noise estimate the gate falls back to a fixed threshold (fail closed); a benchmark whose
-# MDC exceeds the ceiling is can't tell rather than unchanged (too noisy to vouch for).
+# noise estimate the gate falls back to a fixed threshold (fail closed).
 NOISE_FALLBACK_THRESHOLD = 0.10
+# "Unchanged" vouches for an interval, not only for a test that found nothing: the change's
+# interval (its estimate ± the MDC) must lie within ±UNCHANGED_MARGIN, else the verdict is
+# can't tell, however small the estimate. With a fixed threshold instead, the MDC must be below
+# that threshold (a change of its size would show).
+UNCHANGED_MARGIN = 0.15
+# The first look's test of whether more rounds could still make a wall time unchanged
+# (`benchkit.rounds_policy.first_look`): the largest MDC that can vouch for the margin.
 NOISE_CEILING = 0.10
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolution:
+    """What an "unchanged" needs: the change's interval within ±`margin` (`of_interval`), or
+    the MDC alone below it (a fixed threshold)."""
+
+    margin: float
+    of_interval: bool
+
+    def reach(self, log_ratio: float, mdc: float) -> float:
+        """How far from no change the figure's verdict can vouch for (a fraction)."""
+        return math.expm1(abs(log_ratio) + math.log1p(mdc)) if self.of_interval else mdc
+
+    def beyond(self, reach: float) -> str:
+        """Why a figure that reaches `reach` is not unchanged, for its note."""
+        reach_text, margin_text = format_percent(reach), format_percent(self.margin)
+        if self.of_interval:
+            return f"its interval reaches ±{reach_text}, unchanged needs ±{margin_text}"
+        return f"its MDC ±{reach_text} is above the threshold ±{margin_text}"
+
+
 CODE_CHANGED = "benchmark code changed between the two runs"
 Key = tuple[str, str]
 Judged = tuple[Status, str]  # a verdict and its note
@@ -90,13 +119,14 @@ def noise_of(
     return estimate(metric, before, after, history, moved, figure, prior)
 
 
-def threshold_of(configured: float, noise: Noise | None) -> tuple[float, float]:
-    """(threshold, the MDC above which "unchanged" is can't tell) for a configured threshold;
-    0 means the benchmark's own MDC (or the fallback when its noise is unknown)."""
+def threshold_of(configured: float, noise: Noise | None) -> tuple[float, Resolution]:
+    """(threshold, what "unchanged" needs) for a configured threshold; 0 means the benchmark's
+    own MDC (or the fallback when its noise is unknown) and the interval within the margin."""
     if configured != 0:
-        return configured, configured
+        return configured, Resolution(configured, of_interval=False)
     mdc = noise.mdc if noise is not None else None
-    return (mdc if mdc is not None else NOISE_FALLBACK_THRESHOLD), NOISE_CEILING
+    threshold = mdc if mdc is not None else NOISE_FALLBACK_THRESHOLD
+    return threshold, Resolution(UNCHANGED_MARGIN, of_interval=True)
 
 
 # ------------------------------------------------------------------ 3. decision
@@ -108,7 +138,7 @@ def decide(
     before: Measurement,
     after: Measurement,
     threshold: float,
-    ceiling: float,
+    resolution: Resolution,
     noise: Noise | None,
     pair: PairNoise | None,
 ) -> Judged:
@@ -121,7 +151,7 @@ def decide(
     # The change judged: a rounds test's own estimate, else the ratio of asv's two values.
     log_ratio = noise.change if noise.change is not None else math.log(after.value / before.value)
     if abs(log_ratio) <= math.log1p(threshold):
-        return _within_threshold(metric, key, log_ratio, ceiling, noise, pair)
+        return _within_threshold(metric, key, log_ratio, resolution, noise, pair)
     if noise.sigma is not None and not noise.detects(log_ratio):
         return Status.CANT_TELL, f"change within noise: {_mdc_text(noise)}"
     # Beyond the threshold and the noise; with the noise unknown the gate fails closed.
@@ -133,7 +163,12 @@ def decide(
 
 
 def _within_threshold(
-    metric: MetricKind, key: Key, log_ratio: float, ceiling: float, noise: Noise, pair: PairNoise | None
+    metric: MetricKind,
+    key: Key,
+    log_ratio: float,
+    resolution: Resolution,
+    noise: Noise,
+    pair: PairNoise | None,
 ) -> Judged:
     """No change beyond the threshold: unchanged only where a change that size would show."""
     if noise.sigma is None:
@@ -141,8 +176,8 @@ def _within_threshold(
     shifted = shift_of(pair, key, noise.by_rounds) if metric == MetricKind.WALL_TIME else ""
     if shifted:  # "no change" measured on a moving machine says nothing about torch
         return Status.CANT_TELL, f"wall time follows the {shifted}"
-    if noise.mdc is not None and noise.mdc > ceiling:
-        return Status.CANT_TELL, f"noise hides the threshold: {_mdc_text(noise)}"
+    if noise.mdc is not None and (reach := resolution.reach(log_ratio, noise.mdc)) > resolution.margin:
+        return Status.CANT_TELL, f"noise hides the answer: {resolution.beyond(reach)}; {_mdc_text(noise)}"
     return Status.UNCHANGED, "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
 
 

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from benchkit.report.gate.budget import family_budget
 from benchkit.report.gate.check_config import METRIC_LABELS, METRICS, CheckConfig
-from benchkit.report.gate.check_format import WHY_HINT, count_phrase, markdown_table, md_escape
+from benchkit.report.gate.check_decide import UNCHANGED_MARGIN
+from benchkit.report.gate.check_format import (
+    WHY_HINT,
+    count_phrase,
+    format_percent,
+    markdown_table,
+    md_escape,
+)
 from benchkit.report.gate.check_status import (
     LOST_ON_HEAD,
     NOT_JUDGED,
@@ -117,7 +124,8 @@ def render(
         f"{headline} Thresholds: {config.source}; "
         f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark "
         f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way); "
-        f"{family_budget(comparisons).describe()}.",
+        f"{family_budget(comparisons).describe()}; unchanged: the change's interval within "
+        f"±{format_percent(UNCHANGED_MARGIN)} (a fixed threshold: the MDC below it).",
     ]
     lines += _context(build_wide, shifts, settings_differ, not_judged, problems)
     sections = [

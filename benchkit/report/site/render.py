@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchkit.names import MetricKind
+from benchkit.names import BenchmarkName, MetricKind
 from benchkit.report.site import paging
-from benchkit.report.site.data import SiteData, operators_anchor, pair_changes
+from benchkit.report.site.data import PairChanges, SiteData, operators_anchor, pair_changes
 from benchkit.report.site.explain import ProfileStore, explain
 from benchkit.report.site.landing import render_landing
 from benchkit.report.site.operators_page import operator_pages
@@ -49,6 +49,7 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
             path = why_file(pair, c.name)
             pages[path] = render_why(data, pair, c, why)
             why_pages.setdefault(pair.anchor, {})[c.name] = path
+        _link_wall_times(pair, why_pages.get(pair.anchor, {}))
     counts = {"pairs": len(pairs), "changes": sum(len(p.changes) for p in pairs), "why pages": len(pages)}
     steps = regression_sections(data)
     pages["index.html"] = render_landing(data, pairs, why_pages, steps)
@@ -56,3 +57,12 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
     pages.update(render_why_index(data, pairs, why_pages))
     pages.update(render_regressions(data, steps))
     return pages, counts
+
+
+def _link_wall_times(pair: PairChanges, why: dict[str, str]) -> None:
+    """A wall time whose case's instruction count moved links to that count's why page: the
+    count says what the build runs differently there."""
+    by_case = {BenchmarkName.parse(name).case: path for name, path in why.items()}
+    for c in pair.changes:
+        if c.metric == MetricKind.WALL_TIME and (path := by_case.get(BenchmarkName.parse(c.name).case)):
+            why.setdefault(c.name, path)
