@@ -103,7 +103,7 @@ def add_rounds(
     benchmark, `rounds_policy.rounds_to_add`), appended to the samples they have (every other
     number kept): one ``asv run`` per number of rounds, the most first. Every round of every
     build is a fresh forkserver: rounds forked from one server in a block, one build after the
-    other, are not independent draws (scripts/bench_verdicts.py --block-rounds measures their
+    other, are not independent draws (lab/bench_verdicts.py --block-rounds measures their
     false alarms). asv's highest exit code (0 when there is nothing)."""
     progress = progress or Progress()
     groups: dict[int, list[str]] = {}

@@ -23,7 +23,7 @@ from benchkit.stats import ALPHA, RoundsTest, minimum_detectable_change
 # (`benchkit.stats.fast_level_test`) and what it can see depends on how many processes a build
 # has; docs/verdicts.md gives the power and false-alarm figures for this number. Three samples
 # give each process its fastest sample; more samples per process would not shrink the
-# between-process part (scripts/bench_wall_noise.py compares 3 and 7).
+# between-process part (lab/bench_wall_noise.py compares 3 and 7).
 # ``BENCHKIT_WALL_ROUNDS`` changes the rounds for a run (`benchkit main --rounds`).
 WALL_TIME_ROUNDS = 12
 # `benchkit main` instead looks twice: every wall time first gets FIRST_LOOK_ROUNDS, and only
@@ -56,7 +56,7 @@ OPERATOR_ROUNDS = 6
 # cap's rounds would not bring it below). A false alarm then needs
 # either p < EARLY_ALPHA at the first look or p < ROUNDS_ALPHA at the cap: at most
 # EARLY_ALPHA + ROUNDS_ALPHA = ALPHA, whatever the looks decide. Stopping for futility only
-# removes chances to reject. scripts/bench_verdicts.py measures the design's false alarms
+# removes chances to reject. lab/bench_verdicts.py measures the design's false alarms
 # and power through the main job's own look.
 
 EARLY_ALPHA = ALPHA / 10

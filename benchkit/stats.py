@@ -107,10 +107,10 @@ def median_shift_p(values: Sequence[float]) -> float:
 # Wall time varies more between processes than within one: each asv round is a fresh process
 # (its own memory layout, and minutes apart from the other rounds), and its samples agree
 # more closely than the rounds of one build do (docs/verdicts.md;
-# `scripts/bench_verdicts.py` measures both). So a wall-time comparison treats each round as
+# `lab/bench_verdicts.py` measures both). So a wall-time comparison treats each round as
 # one observation: its fastest sample. Within a process, what moves a sample is the machine
 # (another tenant, an interrupt), and that only ever adds time; the fastest of a round's samples
-# spreads less between rounds than their median (scripts/bench_wall_noise.py measures both).
+# spreads less between rounds than their median (lab/bench_wall_noise.py measures both).
 #
 # On a shared machine (a virtual machine whose cores another tenant uses in bursts of seconds) a
 # round that falls into a burst runs 1.3-2x slower, samples and all, and a fifth to a half of a
@@ -126,7 +126,7 @@ def median_shift_p(values: Sequence[float]) -> float:
 # alarms stay at its alpha, however wide the rounds spread (a band chosen per side would not be:
 # on rounds spread wider than the band, each side's band follows its own luckiest rounds). A
 # change larger than the band is met by each side's own cluster of fast rounds, or a wider band
-# (`fast_rounds`). Measured: scripts/bench_verdicts.py, and tests/test_rounds.py on a model of
+# (`fast_rounds`). Measured: lab/bench_verdicts.py, and tests/test_rounds.py on a model of
 # such a machine. A change that slows only some of a build's processes does not move its fast
 # level; it widens the rounds' spread instead.
 

@@ -28,8 +28,8 @@ from support.quiet import QuietLock
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# The slow suite's peak disk use is measured by scripts/measure_ci.py
-# (docs/measurements/ci-time.md); below this much free space it would fail midway on
+# The slow suite's peak disk use is measured by lab/measure_ci.py
+# (lab/reports/ci-time.md); below this much free space it would fail midway on
 # "No space left on device", so the session refuses to start instead.
 SLOW_SUITE_FREE_GIB = 20
 

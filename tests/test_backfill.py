@@ -138,7 +138,7 @@ def test_backfill_on_a_local_cluster_equals_single_machine_counts(history: AsvPr
     assert counts[slow_relu][RELU] > 1.3 * counts[base][RELU]
     # Single-machine `benchkit counts` with the slowed build's torch gives the same numbers, to
     # within 0.01 % (a case's layout noise in one place; a place leaking in moved them by
-    # tenths of a percent and more, see docs/measurements/place-independent-counts.md). One
+    # tenths of a percent and more, see lab/reports/place-independent-counts.md). One
     # build is enough: its Linear count differs from the others', so equal counts are its own.
     for commit in (slow_linear,):
         record = HistoryRepo(history.history).record(commit)

@@ -4,7 +4,7 @@ One small batch (`support.callgrind.real_batch`, shared with test_profiles.py) c
 representative path: Python and C++ cases, the same case at two positions,
 and three faulty cases (a segfault, a hang, an exception) that must each cost
 only themselves. Whole-suite timings and the A/A spread are measured by
-scripts/bench_callgrind.py, not here.
+lab/bench_callgrind.py, not here.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.histories import ENV, MACHINE, History, SteppedHistory, commit_hash, stepped_history
 
 from benchkit.history.results.read import load_asv_config, load_history
 from benchkit.report.gate import check, check_config
 from benchkit.report.steps import changepoints
+from lab.histories import ENV, MACHINE, History, SteppedHistory, commit_hash, stepped_history
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMMITS = 30

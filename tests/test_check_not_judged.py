@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.histories import BUSY, COMMITS, MACHINE, History, commit_hash, disturbed_history
 
 from benchkit.report.gate import check, not_judged
 from benchkit.report.gate.check_types import Verdict
+from lab.histories import BUSY, COMMITS, MACHINE, History, commit_hash, disturbed_history
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The labelled history's true changes, (base, head) -> (case, metric): see `disturbed_history`.

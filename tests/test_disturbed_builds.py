@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.histories import BUSY, COUNTS, MACHINE, WALL, History, commit_hash, disturbed_history
 
 from benchkit.history.results.read import load_asv_config, load_history
 from benchkit.report.gate import check, check_config
 from benchkit.report.steps import changepoints
+from lab.histories import BUSY, COUNTS, MACHINE, WALL, History, commit_hash, disturbed_history
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -3,7 +3,7 @@ damaged results files, a publish killed midway. (The main job under kill -9, a r
 folder and a full disk: tests/test_main_job_faults.py.)
 
 The results are a small history written with asv's own Results API into a real torch-history
-repository (tests/support/synthetic.py), published by real `asv publish`.
+repository (lab/synthetic.py), published by real `asv publish`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import synthetic
 
 from benchkit.history import lock
+from lab import synthetic
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

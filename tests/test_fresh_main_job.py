@@ -1,6 +1,6 @@
 """The README's main-job command from a fresh clone with empty caches, on a small selection.
 
-`scripts/fresh_main_job.sh` clones the committed HEAD of this checkout into a temp
+`lab/fresh_main_job.sh` clones the committed HEAD of this checkout into a temp
 folder, makes a virtual environment for it, points HOME, BENCHKIT_CACHE_DIR and
 TORCHINDUCTOR_CACHE_DIR at empty folders and runs
 `bash scripts/install.sh && benchkit main -b SELECTION --rounds 8`: with the default builds (the
@@ -74,7 +74,7 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     env["BENCHKIT_FRESH_DIR"] = str(work)
     builds = _builds_to_pass(tmp_path)
     done = subprocess.run(
-        ["bash", str(REPO_ROOT / "scripts" / "fresh_main_job.sh"), "-b", SELECTION, *FIRST_LOOK, *builds],
+        ["bash", str(REPO_ROOT / "lab" / "fresh_main_job.sh"), "-b", SELECTION, *FIRST_LOOK, *builds],
         env=env, capture_output=True, text=True, timeout=2400,
     )  # fmt: skip
     log = done.stdout + done.stderr

@@ -4,7 +4,7 @@ asv 0.6 inserts a benchmark's ``pretty_name`` and source as HTML (summary grid, 
 tree, code tooltips). The label below would run script there if handed over as is.
 The path is the real one: definitions -> benchkit's asv suite -> asv run -> benchkit
 publish (asv's pages and benchkit's) -> Chromium. The why page of such a label is
-published from a synthetic history with profiles (`tests/support/synthetic.py`).
+published from a synthetic history with profiles (`lab/synthetic.py`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support import synthetic
 from support.asv_project import MACHINE, make_project
-from support.browser import Browser, QuietHandler
 from support.wheels import LOCAL_WHEEL
 
 from benchkit import names
@@ -27,6 +25,8 @@ from benchkit.history.builds import repo as history
 from benchkit.report.site import data as site_data
 from benchkit.report.site import pages
 from benchkit.report.site import publish as site_publish
+from lab import synthetic
+from lab.browser import Browser, QuietHandler
 
 EVIL = '<img src=x onerror="window.__pwned=1">'
 DEFINITIONS = f"""

@@ -1,4 +1,4 @@
-"""scripts/bench_injected_power.py: a twin pair judged as it is and with one figure made slower."""
+"""lab/bench_injected_power.py: a twin pair judged as it is and with one figure made slower."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.histories import History, commit_hash
+from lab.histories import History, commit_hash
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_injected_power.py"
+REPO_ROOT = Path(__file__).resolve().parent.parent
 RATIO = "operators.op{:02d}.track_compiled_over_eager"
 
 
@@ -31,21 +31,22 @@ def _twins(tmp_path: Path) -> History:
 def test_twins_are_not_flagged_and_a_large_injected_change_is_found(tmp_path: Path) -> None:
     project = _twins(tmp_path)
     corpus, report = tmp_path / "twins.json.gz", tmp_path / "power.md"
-    script = [sys.executable, str(SCRIPT)]
+    script = [sys.executable, "-m", "lab.bench_injected_power"]
     pair = [commit_hash(0)[:8], commit_hash(1)[:8]]
     made = subprocess.run(
         [*script, "export", "--asv-config", str(project.config), *pair, str(corpus)],
         capture_output=True,
         text=True,
+        cwd=REPO_ROOT,
     )
     assert made.returncode == 0 and "12 figures" in made.stdout, made.stderr
     judge = [*script, "judge", str(corpus), "--trials", "5"]
     done = subprocess.run(
-        [*judge, "--size", "0.3", "--markdown", str(report)], capture_output=True, text=True
+        [*judge, "--size", "0.3", "--markdown", str(report)], capture_output=True, text=True, cwd=REPO_ROOT
     )
     assert done.returncode == 0, done.stderr
     assert "Identical builds: 0 of 1 twin pair(s) with any flag" in done.stdout
     assert "| speedup ratio ×1.3 | 5 | 5/5 (100%) | - |" in done.stdout
     assert report.read_text().startswith("# The gate on real noise")
-    small = subprocess.run([*judge, "--size", "0.001"], capture_output=True, text=True)
+    small = subprocess.run([*judge, "--size", "0.001"], capture_output=True, text=True, cwd=REPO_ROOT)
     assert "| speedup ratio ×1.001 | 5 | 0/5 (0%) |" in small.stdout  # the script can miss

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.histories import COUNTS, MACHINE, History, commit_hash
-
 from benchkit.history.results.read import load_asv_config, read_results
 from benchkit.report.job_verdict import JobVerdict, JudgedPair, judge_run, judged_pairs
+from lab.histories import COUNTS, MACHINE, History, commit_hash
 
 C = [f"c{i}" for i in range(5)]
 

@@ -11,7 +11,6 @@ import random
 from pathlib import Path
 
 import pytest
-from support.histories import ENV, MACHINE, History, commit_hash
 
 from benchkit.cli import main
 from benchkit.history.results.read import Measurement, ResultSet, load_asv_config, load_history
@@ -20,6 +19,7 @@ from benchkit.measure.operators.timing import InputMeasurement
 from benchkit.report.gate import check, check_config
 from benchkit.report.site import pages
 from benchkit.report.site.data import Build, SiteData, operator_rows
+from lab.histories import ENV, MACHINE, History, commit_hash
 
 OPERATOR = "operators.aten_add_Tensor"
 RATIO = f"{OPERATOR}.track_compiled_over_eager('x')"

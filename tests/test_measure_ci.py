@@ -1,11 +1,9 @@
-"""scripts/measure_ci.py reads the slowest tests out of pytest's own durations section."""
+"""lab/measure_ci.py reads the slowest tests out of pytest's own durations section."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from lab import measure_ci
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "measure_ci.py"
 LOG = """\
 ........ [100%]
 ============================= slowest 25 durations =============================
@@ -19,14 +17,10 @@ LOG = """\
 
 
 def test_the_slowest_tests_come_from_pytests_durations_section() -> None:
-    spec = importlib.util.spec_from_file_location("measure_ci", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     lines = [line for line in LOG.splitlines() if line.strip()]
-    assert module.slowest_tests(lines, 2) == [
+    assert measure_ci.slowest_tests(lines, 2) == [
         (394.10, "call", "tests/test_fresh_main_job.py::test_main_job"),
         (20.21, "setup", "tests/test_check_asv.py::test_exit[2-0-no regression]"),
     ]
-    assert len(module.slowest_tests(lines)) == 3
-    assert module.slowest_tests(["708 passed"]) == []
+    assert len(measure_ci.slowest_tests(lines)) == 3
+    assert measure_ci.slowest_tests(["708 passed"]) == []

@@ -7,11 +7,11 @@ import random
 from pathlib import Path
 
 import pytest
-from support.histories import ENV, History, commit_hash
 
 from benchkit import stats
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.report.gate import check, noise
+from lab.histories import ENV, History, commit_hash
 
 WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
 

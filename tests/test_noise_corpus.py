@@ -1,36 +1,24 @@
 """The gate on real noise: the twin pairs of tests/data/noise-corpus (the same torch wheel
-measured twice by `benchkit main`, whole suite, kept by `scripts/bench_injected_power.py
+measured twice by `benchkit main`, whole suite, kept by `lab/bench_injected_power.py
 export`), judged as the main job judges them. Every flag there is false."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchkit.report.gate.budget import FLAGS
 from benchkit.report.gate.check_status import Status
+from lab import bench_injected_power
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").glob("*.json.gz"))
 
 
-def _script():  # the corpus reader lives with the program that writes it
-    spec = importlib.util.spec_from_file_location(
-        "bench_injected_power", REPO_ROOT / "scripts" / "bench_injected_power.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
 def test_a_twin_pair_of_real_rounds_has_no_flag(path: Path) -> None:
-    script = _script()
+    script = bench_injected_power  # the corpus reader lives with the program that writes it
     pair = script.load_pair(path)
     judged = script.judge_pair(pair.base, pair.head, pair.units)
     flags = [f"{c.status.value} {c.name}: {c.note}" for c in judged if c.status in FLAGS]

@@ -261,7 +261,7 @@ def test_run_summary_counts_cuda_apart_and_a_gpu_less_skip_is_no_problem() -> No
 
 
 def test_gpu_check_compares_benchkit_csv_and_reference_json(tmp_path: Path) -> None:
-    """The side-by-side of scripts/gpu_check.sh, on files in the two formats; and the script parses."""
+    """The side-by-side of lab/gpu_check.sh, on files in the two formats; and the script parses."""
     csv_path = tmp_path / "bk.csv"
     csv_path.write_text(
         "Operator,inductor 20th,inductor 50th,inductor 80th,elapsed,eager abs,inductor abs,inputs,failed,"
@@ -278,19 +278,21 @@ def test_gpu_check_compares_benchkit_csv_and_reference_json(tmp_path: Path) -> N
     }
     ref_path = tmp_path / "ref.json"
     ref_path.write_text(json.dumps(reference))
-    script = REPO / "scripts" / "gpu_compare.py"
     common = ["--benchkit-seconds", "30", "--reference-seconds", "31", "--title", "t"]
 
     def compare(left: Path) -> str:
         command = [
             sys.executable,
-            str(script),
+            "-m",
+            "lab.gpu_compare",
             "--benchkit-csv",
             str(left),
             "--reference-json",
             str(ref_path),
         ]
-        return subprocess.run([*command, *common], capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            [*command, *common], capture_output=True, text=True, check=True, cwd=REPO
+        ).stdout
 
     out = compare(csv_path)
     assert "| aten.mm.default | 1.450 | 1.400 | +3.6% | 2 (0) | 2 |" in out
@@ -299,11 +301,11 @@ def test_gpu_check_compares_benchkit_csv_and_reference_json(tmp_path: Path) -> N
     assert "benchkit only (the reference skips them): aten.embedding.default" in out
     assert "benchkit 30 s, reference 31 s" in out
     assert "within 5% of the reference: 2/2 (100%)" in compare(ref_path)  # A/A: a run against itself
-    subprocess.run(["bash", "-n", str(REPO / "scripts" / "gpu_check.sh")], check=True)
+    subprocess.run(["bash", "-n", str(REPO / "lab" / "gpu_check.sh")], check=True)
 
 
 def test_gpu_check_compares_two_benchkit_runs_and_their_kernels(tmp_path: Path) -> None:
-    """The A/A of scripts/gpu_check.sh: two benchkit CSVs of one log, per operator the median
+    """The A/A of lab/gpu_check.sh: two benchkit CSVs of one log, per operator the median
     speedups and whether the two runs timed the same generated kernels."""
     header = (
         "Operator,inductor 20th,inductor 50th,inductor 80th,elapsed,eager abs,inductor abs,inputs,failed,"
@@ -320,9 +322,9 @@ def test_gpu_check_compares_two_benchkit_runs_and_their_kernels(tmp_path: Path) 
         "aten.copy_.default,1,1.000,1,1,0.001,0.001,2,0,cuda,median of repeats,77ab01c2d3e4\n"
         "aten.gelu.default,1,0.951,1,1,0.001,0.001,2,0,cuda,median of repeats,\n"
     )
-    command = [sys.executable, str(REPO / "scripts" / "gpu_compare.py"), "--title", "A/A"]
+    command = [sys.executable, "-m", "lab.gpu_compare", "--title", "A/A"]
     run = [*command, "--benchkit-csv", str(first), "--second-csv", str(second)]
-    out = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(run, capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert "| aten.mm.default | 1.450 | 1.460 | +0.7% | yes |" in out
     assert "| aten.copy_.default | 0.820 | 1.000 | +22.0% | no (0a0b0c0d0e0f → 77ab01c2d3e4) |" in out
     assert "| aten.gelu.default | 0.950 | 0.951 | +0.1% | not recorded |" in out

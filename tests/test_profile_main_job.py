@@ -1,14 +1,10 @@
-"""scripts/profile_main_job.py cuts the main job's asv step by the times asv's lines arrived."""
+"""lab/profile_main_job.py cuts the main job's asv step by the times asv's lines arrived."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+import json
 
-import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "profile_main_job.py"
+from lab import profile_main_job
 
 # (seconds since the job began, line): two builds, two interleaved rounds, a C++ compile in the
 # first round and the Callgrind batch in the last one.
@@ -31,29 +27,29 @@ TIMELINE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def profile_script():
-    spec = importlib.util.spec_from_file_location("profile_main_job", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["profile_main_job"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_step_three_is_cut_into_switches_setups_and_running(profile_script) -> None:
-    phases = profile_script.log_phases(TIMELINE)
+def test_step_three_is_cut_into_switches_setups_and_running() -> None:
+    phases = profile_main_job.log_phases(TIMELINE)
     assert phases == {
-        profile_script.LOG_BEFORE: 20.0,
-        profile_script.LOG_SWITCH: 5.0 + 6.0,
-        profile_script.LOG_ROUNDS: 2,
+        profile_main_job.LOG_BEFORE: 20.0,
+        profile_main_job.LOG_SWITCH: 5.0 + 6.0,
+        profile_main_job.LOG_ROUNDS: 2,
         "wall-time cases' setup (setup_cache), every round": 30.0,
         "Callgrind batch (setup_cache), every round": 40.0,
-        profile_script.LOG_RUNNING: 5.0 + 4.0 + 3.0,
+        profile_main_job.LOG_RUNNING: 5.0 + 4.0 + 3.0,
     }
     # every second of step 3 lands in one phase
-    assert sum(v for k, v in phases.items() if k != profile_script.LOG_ROUNDS) == 133.0 - 20.0
+    assert sum(v for k, v in phases.items() if k != profile_main_job.LOG_ROUNDS) == 133.0 - 20.0
 
 
-def test_a_log_without_step_three_has_no_phases(profile_script) -> None:
-    assert profile_script.log_phases(TIMELINE[:1]) == {}
+def test_a_log_without_step_three_has_no_phases() -> None:
+    assert profile_main_job.log_phases(TIMELINE[:1]) == {}
+
+
+def test_the_table_shows_the_newest_profiles_and_says_how_it_was_made() -> None:
+    """main-job-profile.md is the newest comparison, not every profile ever kept."""
+    kept = json.loads(profile_main_job.PROFILES.read_text())
+    text = profile_main_job.table(kept[-2:])
+    assert "`python -m lab.profile_main_job table --last 2`" in text
+    header = next(line for line in text.splitlines() if line.startswith("| phase (seconds)"))
+    assert header.count(" | ") == 2  # two columns: the newest two profiles
+    assert all(f"{p['label']} `{p['commit'][:8]}`" in header for p in kept[-2:])

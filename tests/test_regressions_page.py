@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from support.asv_project import CASES, MACHINE, ROUNDS, make_project
-from support.browser import Browser, QuietHandler
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel
+
+from lab.browser import Browser, QuietHandler
 
 pytestmark = pytest.mark.slow
 

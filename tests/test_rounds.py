@@ -6,16 +6,15 @@ import dataclasses
 import math
 import random
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
-from support.histories import History
 
 from benchkit import rounds_policy, stats
 from benchkit.history.results.read import Measurement, load_asv_config, samples_per_round
 from benchkit.report.gate import check, noise
 from benchkit.rounds_policy import Look, first_look
+from lab.histories import History
 
 WALL = "instruction_counts.{}.time_wall"
 
@@ -148,7 +147,7 @@ def test_bursts_of_a_shared_machine_neither_hide_a_five_percent_change_nor_raise
 
 
 def test_a_side_a_few_percent_slower_keeps_its_whole_fast_cluster() -> None:
-    """Rounds 3 % apart (as `Linear`'s on a busy day here, docs/measurements/wall-noise.md),
+    """Rounds 3 % apart (as `Linear`'s on a busy day here, lab/reports/wall-noise.md),
     40 % of them in bursts, the head 5 % slower. A band that ends ×1.10 above the
     second-fastest round ends about 5 % above the faster side's level and keeps only the
     slower side's luckier half: its change then looks smaller than it is. The band is set
@@ -234,9 +233,8 @@ def test_samples_per_round_comes_from_benchmarks_json(tmp_path: Path) -> None:
 
 def test_the_gate_names_settings_the_two_runs_differed_in(tmp_path: Path) -> None:
     """What each run was told is read back from beside asv's results, not guessed."""
-    from support.histories import ENV, MACHINE, commit_hash
-
     from benchkit import settings_record
+    from lab.histories import ENV, MACHINE, commit_hash
 
     project = _history(tmp_path, drift=0.0)
     for index, rounds in ((0, 12), (1, 4)):
@@ -317,7 +315,7 @@ def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
 def test_a_wall_time_change_the_instruction_count_shares_needs_less_evidence(tmp_path: Path) -> None:
     """The same rounds, 2 % slower (p about 0.002): a regression where the case's instruction
     count moved up too, not where it did not move or moved down."""
-    from support.histories import History
+    from lab.histories import History
 
     history = History(tmp_path)
     base = [-0.015, -0.01, -0.005, 0.0, 0.001, 0.005, 0.01, 0.015]
@@ -355,11 +353,10 @@ def test_corroborated_alpha_holds_its_false_alarms_where_only_the_count_moved() 
 
 
 def test_open_wall_times_names_the_open_ones_on_the_sides_below_the_cap(tmp_path: Path) -> None:
-    from support.histories import MACHINE, History
-
     from benchkit.history.results.read import read_results
     from benchkit.report.gate.rounds_look import open_wall_times
     from benchkit.rounds_policy import RoundsPlan
+    from lab.histories import MACHINE, History
 
     rng = random.Random(11)
     history = History(tmp_path)
@@ -444,10 +441,9 @@ def test_the_added_rounds_stay_within_the_fixed_designs_budget() -> None:
 def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: Path) -> None:
     """A predecessor measured again: asv appended this job's rounds to its earlier ones; the
     job's verdict keeps the new ones only, and a build without held rounds stays as it is."""
-    from support.histories import MACHINE, History
-
     from benchkit.history.results.read import read_results
     from benchkit.report.gate import rounds_window
+    from lab.histories import MACHINE, History
 
     history = History(tmp_path)
     history.bench(WALL.format("Linear"), "seconds", repeat=3)
@@ -471,14 +467,7 @@ def test_this_jobs_rounds_leave_out_what_a_build_held_before_the_job(tmp_path: P
 
 
 def test_bench_verdicts_says_how_the_gate_judged_what_it_missed() -> None:
-    import importlib.util
-
-    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_verdicts.py"
-    spec = importlib.util.spec_from_file_location("bench_verdicts", script)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
+    from lab import bench_verdicts as module
 
     def trial(kind: object, status: str) -> dict[str, object]:
         row = {"metric": "wall_time", "benchkit": status, "ratio": 1.02, "mdc": 0.05}

@@ -1,12 +1,12 @@
 """The site's front door: ``index.html`` is benchkit's front page, asv's page is ``graphs.html``.
 
-A synthetic history (tests/support/synthetic.py) published by real `asv publish`, with
+A synthetic history (lab/synthetic.py) published by real `asv publish`, with
 the suite's benchmarks.json listing many benchmarks that have no result at any build (as
 after ``asv run -b X``) and a few that failed at every build. The front page must show the
 newest pair's changes as `benchkit check` judges them and the newest steps as
 `benchkit regressions` finds them, never claim "no change" for what it could not compare,
 and lead to asv's grid, which leaves out the benchmarks never run and greys those that only
-failed. Checked in the HTML and in headless Chromium (support.browser).
+failed. Checked in the HTML and in headless Chromium (lab.browser).
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ import numpy as np
 import pytest
 from asv.results import Results
 from asv.runner import BenchmarkResult
-from support import synthetic
-from support.browser import Browser, serve
 from support.scratch import module_dir
 
 from benchkit import cli
@@ -37,6 +35,8 @@ from benchkit.report.gate import check
 from benchkit.report.site import data as site_data
 from benchkit.report.site import landing, pages, render
 from benchkit.report.site import publish as site_publish
+from lab import synthetic
+from lab.browser import Browser, serve
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COMMITS, BENCHMARKS, NEVER_RUN, FAILING = 6, 40, 30, 3

@@ -1,6 +1,6 @@
 """Pages that grow with the history are split by month (`benchkit.report.site.paging`): each
 keeps its newest items on its own page, every item lives on the page of its month, and every
-link to an item reaches the page that holds it. Page sizes at scale: scripts/bench_publish.py."""
+link to an item reaches the page that holds it. Page sizes at scale: lab/bench_publish.py."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import synthetic
 from support.scratch import module_dir
 
 from benchkit import cli
 from benchkit.report.site import paging
+from lab import synthetic
 
 COMMITS = 70  # a build a day from 2026-01-01: pairs of January (30) and February (28) in two parts
 

@@ -3,8 +3,8 @@
 `make_sandbox(root)` writes, all of it deterministic (the same commits and numbers every time):
 
 * this repository's `asv.conf.json` and `benchkit-check.toml` (copies), and links to its
-  `benchkit/`, `benchmarks/`, `scripts/` and `tests/` (asv imports the machine plugin and the
-  suite from the config's folder);
+  `benchkit/`, `benchmarks/`, `lab/`, `scripts/` and `tests/` (asv imports the machine plugin
+  and the suite from the config's folder);
 * `.benchkit/torch-history`: a real torch history (`HistoryRepo`), BUILDS on main, one build
   on `my-pr` (HEAD names it) and one on `no-counts`;
 * `.asv/results/box/`: asv results written with asv's own Results API, per build: the
@@ -250,7 +250,7 @@ def make_sandbox(root: Path, files: dict[str, str] | None = None) -> Path:
     root.mkdir(parents=True)
     for name in ("asv.conf.json", "benchkit-check.toml"):
         shutil.copy(REPO_ROOT / name, root / name)
-    for name in ("benchkit", "benchmarks", "scripts", "tests"):
+    for name in ("benchkit", "benchmarks", "lab", "scripts", "tests"):
         (root / name).symlink_to(REPO_ROOT / name)
     _results(root, _history(root))
     for folder, version, day in (

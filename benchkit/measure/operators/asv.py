@@ -101,7 +101,7 @@ def setup_cache(
 
 ASV_PROCESSES = 3
 # Six rounds repeat as well as twelve did (the per-operator spread over runs is the same) and
-# save a third of a warm build's operator time: docs/measurements/operator-rounds.md.
+# save a third of a warm build's operator time: lab/reports/operator-rounds.md.
 ASV_ROUNDS_PER_PROCESS = 6
 # A replicate process of the main job's interleaved operator rounds (`benchkit.operator_rounds`):
 # its fastest of 3 rounds spreads between processes as its fastest of 6 does (3.8 % and 3.7 % for
@@ -136,7 +136,7 @@ def measure_default_set_for_asv(
     ``BENCHKIT_OPERATOR_PROCESSES`` and ``BENCHKIT_OPERATOR_ROUNDS`` (per process) override
     the defaults;
     ``BENCHKIT_OPERATORS_JSON`` names a file that also receives the result
-    (scripts/bench_operators.py compares runs with it). ``operators`` limits the
+    (lab/bench_operators.py compares runs with it). ``operators`` limits the
     timing to those operators of the default set (an asv ``-b`` selection).
     """
     started = time.perf_counter()

@@ -31,7 +31,7 @@ from benchkit.measure.operators.kernels import (
 from benchkit.measure.operators.materialize import input_seed, materialize
 
 # Timing rounds per input; the fastest round per model is kept (the median on CUDA).
-# scripts/bench_operators.py measures how far the default set's median speedups
+# lab/bench_operators.py measures how far the default set's median speedups
 # move from run to run with this many rounds of `MeasureOptions.sample_window_s`.
 DEFAULT_ROUNDS = 30
 

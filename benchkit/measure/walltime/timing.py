@@ -35,7 +35,7 @@ from benchkit.rounds_policy import WALL_TIME_ROUNDS
 TARGET_BLOCK_SECONDS = 0.01
 
 # Samples per round (asv's ``repeat``): three give each process its fastest sample; more would
-# not shrink the between-process part (scripts/bench_wall_noise.py compares 3 and 7).
+# not shrink the between-process part (lab/bench_wall_noise.py compares 3 and 7).
 SAMPLES_PER_ROUND = 3
 
 # asv's own warm-up before the first sample (by default a tenth of a second of calls), and its
@@ -50,7 +50,7 @@ CALLS_PER_SAMPLE = 1
 # A round's blocks are shorter than `TARGET_BLOCK_SECONDS` (`benchkit run`'s, torch's choice for
 # its 0.2 s of measurement): a round is a process, and what a process adds to a sample (where its
 # code and buffers landed) does not average out over a longer block, while every millisecond of
-# every block is paid in every round of every case. scripts/bench_round_cost.py measures the cost
+# every block is paid in every round of every case. lab/bench_round_cost.py measures the cost
 # of a round's parts; docs/verdicts.md gives the verdict figures at this length.
 ROUND_BLOCK_SECONDS = 0.005
 

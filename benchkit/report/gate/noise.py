@@ -62,7 +62,7 @@ COMPILE_SIGMA = 0.27
 MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
 MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spread
 # A prior a little above the run-to-run spread of one build's Callgrind counts
-# (`scripts/bench_callgrind.py` measures it), so only a noisier history (e.g.
+# (`lab/bench_callgrind.py` measures it), so only a noisier history (e.g.
 # allocator-dependent counts) widens it.
 INSTRUCTIONS_SIGMA = 1e-4
 Key = tuple[str, str]  # (benchmark name with params, asv environment)

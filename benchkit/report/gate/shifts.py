@@ -100,7 +100,7 @@ def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], Me
     once: a disturbed machine (other processes competing for the cores), whose benchmarks
     each move by their own factor, so no common level shift shows. SPREAD_FACTOR lies between the
     spread ratios of identical builds and those of a build measured with busy loops on every
-    core, as `scripts/bench_verdicts.py` measures them."""
+    core, as `lab/bench_verdicts.py` measures them."""
     ratios = []
     for key, after in head.measurements.items():
         before = base.measurements.get(key)
