@@ -1,5 +1,5 @@
 """Check benchkit's layout: no import circles, data flowing one way through the
-stages, files within the size limit. Prints the tree with line counts.
+stages, files within the size limit, and the lab kept apart. Prints the tree with line counts.
 
     python scripts/check_layout.py          # exit 1 on a violation
 
@@ -9,6 +9,10 @@ import its own stage and earlier ones, never a later one; within history/,
 builds/ comes before results/. The same rules hold at the type level: imports under
 ``if TYPE_CHECKING:`` (which never run) count there too, so a data type lives below every
 module that names it.
+
+The lab (lab/: the programs that measure benchkit itself) stays outside the product: no module
+of benchkit imports lab, and no module of lab edits ``sys.path`` (it imports benchkit as the
+installed package) or imports the tests' code (``tests``, ``support``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "benchkit"
+LAB = ROOT / "lab"
+TESTS_CODE = ("tests", "support")  # the test suite's packages (tests/support is `support` there)
+SYS_PATH_EDITS = {"insert", "append", "extend", "remove", "pop", "clear"}
 MAX_LINES = 510  # "about 500"
 # Rank of each top-level part; shared helpers (errors, util, stats) are 0.
 RANKS = {
@@ -156,6 +163,70 @@ def circle(graph: dict[str, set[str]]) -> list[str] | None:
     return find_cycle({m: {d for d in deps if d != "benchkit"} for m, deps in graph.items()})
 
 
+def _top_level_imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, first part of the module name) of every absolute import in `tree`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name.split(".")[0]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    )
+
+
+def _sys_path_edits(tree: ast.AST) -> list[int]:
+    """Lines that change ``sys.path``: a call of one of its list methods, an assignment to it
+    or to a slice or item of it."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in SYS_PATH_EDITS and _is_sys_path(node.func.value):
+                lines.append(node.lineno)
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            inner = target.value if isinstance(target, ast.Subscript) else target
+            if _is_sys_path(inner):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def lab_problems(package_files: list[Path]) -> list[str]:
+    """The lab kept apart: benchkit never imports it; it leaves ``sys.path`` alone and imports
+    none of the tests' code."""
+    problems = [
+        f"{path.relative_to(ROOT)}:{line}: imports lab (the lab measures benchkit, not the other way round)"
+        for path in package_files
+        for line, top in _top_level_imports(ast.parse(path.read_text()))
+        if top == "lab"
+    ]
+    for path in sorted(LAB.rglob("*.py")) if LAB.is_dir() else []:
+        tree = ast.parse(path.read_text())
+        shown = path.relative_to(ROOT)
+        problems += [
+            f"{shown}:{line}: edits sys.path (lab imports benchkit as the installed package)"
+            for line in _sys_path_edits(tree)
+        ]
+        problems += [
+            f"{shown}:{line}: imports {top} (the lab does not use the tests' code)"
+            for line, top in _top_level_imports(tree)
+            if top in TESTS_CODE
+        ]
+    return problems
+
+
 def main() -> int:
     files = sorted(PACKAGE.rglob("*.py"))
     known = {module_name(p) for p in files}
@@ -170,6 +241,7 @@ def main() -> int:
         problems.append("import circle: " + " -> ".join(cycle))
     elif cycle := circle(typed):
         problems.append("type-level import circle (through TYPE_CHECKING imports): " + " -> ".join(cycle))
+    problems += lab_problems(files)
     for path in files:
         lines = len(path.read_text().splitlines())
         note = ""
@@ -185,7 +257,8 @@ def main() -> int:
     if not problems:
         print(
             "layout ok: no import circle, stages import only earlier stages (also at the type level), "
-            "files within limits"
+            "files within limits, the lab apart (benchkit never imports it; it leaves sys.path alone "
+            "and imports none of the tests' code)"
         )
     return 1 if problems else 0
 

@@ -1,5 +1,5 @@
 """The package layout keeps its rules: no import circle, no stage importing a later one,
-files around 500 lines (scripts/check_layout.py)."""
+files around 500 lines, the lab kept apart from the product (scripts/check_layout.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ def test_layout_rules_hold() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
 
 
-def _check_tree(tmp_path: Path, modules: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """scripts/check_layout.py run on a package of `modules` (path under benchkit/ -> source)."""
+def _check_tree(
+    tmp_path: Path, modules: dict[str, str], lab: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """scripts/check_layout.py run on a package of `modules` (path under benchkit/ -> source),
+    beside a lab of `lab` (path under lab/ -> source)."""
     copy = tmp_path / "repo"
     (copy / "scripts").mkdir(parents=True)
     (copy / "scripts" / "check_layout.py").write_text((ROOT / "scripts" / "check_layout.py").read_text())
@@ -33,6 +36,9 @@ def _check_tree(tmp_path: Path, modules: dict[str, str]) -> subprocess.Completed
             (package / folder).mkdir(exist_ok=True)
             (package / folder / "__init__.py").touch()
         (package / path).write_text(source)
+    for path, source in (lab or {}).items():
+        (copy / "lab" / path).parent.mkdir(parents=True, exist_ok=True)
+        (copy / "lab" / path).write_text(source)
     script = str(copy / "scripts" / "check_layout.py")
     return subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
 
@@ -111,3 +117,34 @@ def test_layout_check_catches_a_type_level_backward_import(tmp_path: Path) -> No
     # the else branch is a runtime import: define importing measure and back is a runtime circle
     assert "benchkit.measure.timing (stage 2) imports benchkit.define.api" not in done.stderr
     assert "layout: import circle: benchkit.define.api -> benchkit.measure.timing" in done.stderr
+
+
+def test_layout_check_keeps_the_lab_apart(tmp_path: Path) -> None:
+    """benchkit importing lab fails; so does a lab program that edits sys.path or imports the
+    tests' code. A lab that imports benchkit as installed, and reads sys.path, passes."""
+    done = _check_tree(
+        tmp_path,
+        {"report/gate.py": "from lab.synthetic import MACHINE\n"},
+        {
+            "__init__.py": "",
+            "bench_x.py": (
+                "import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent))\n"
+                "sys.path[:0] = ['tests']\nfrom support.histories import History\nimport tests.conftest\n"
+            ),
+        },
+    )
+    assert done.returncode == 1
+    assert "benchkit/report/gate.py:1: imports lab" in done.stderr
+    assert "lab/bench_x.py:4: edits sys.path" in done.stderr
+    assert "lab/bench_x.py:5: edits sys.path" in done.stderr
+    assert "lab/bench_x.py:6: imports support" in done.stderr
+    assert "lab/bench_x.py:7: imports tests" in done.stderr
+    fixed = _check_tree(
+        tmp_path / "fixed",
+        {"report/gate.py": "X = 1\n"},
+        {
+            "__init__.py": "",
+            "bench_x.py": "import sys\n\nfrom benchkit.report.gate import X\n\nprint(sys.path)\n",
+        },
+    )
+    assert fixed.returncode == 0, fixed.stderr
