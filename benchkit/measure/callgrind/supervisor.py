@@ -9,7 +9,6 @@ import fcntl
 import itertools
 import json
 import os
-import platform
 import queue
 import shutil
 import signal
@@ -29,8 +28,8 @@ from benchkit.measure.callgrind.child import (
     uses_compile,
 )
 from benchkit.measure.callgrind.control import build_control_library, priming_copy
-from benchkit.measure.callgrind.dumps import LAYOUT_NOISE, TYPE_CACHE_MISS
 from benchkit.measure.callgrind.durations import load_durations, save_durations
+from benchkit.measure.callgrind.metadata import batch_metadata
 from benchkit.measure.callgrind.place import (
     PLACE_PREFIX,
     PLACES,
@@ -41,9 +40,6 @@ from benchkit.measure.callgrind.place import (
 )
 from benchkit.measure.callgrind.policy import (
     DEFAULT_CASE_TIMEOUT,
-    MKL_INSTRUCTIONS,
-    REPEATS,
-    SINGLE_EXECUTION_REPEATS,
     TEMPLATE_START_TIMEOUT,
     WARMUP,
 )
@@ -57,7 +53,7 @@ from benchkit.measure.callgrind.template import (
     template_command,
     warm_up_fork_loop,
 )
-from benchkit.util import atomic_write_bytes, cache_dir, torch_build_id, torch_package_dir
+from benchkit.util import atomic_write_bytes, cache_dir, torch_package_dir
 
 if TYPE_CHECKING:
     from benchkit.define.expand import Case
@@ -387,7 +383,7 @@ def collect(
             raise errors[0]
         _record_unrun(batch, cases, errors)
         info = next((i for i in infos if i), {})
-        metadata = _metadata(version, info, aslr, place, jobs) | {
+        metadata = batch_metadata(version, info, aslr, place, jobs) | {
             "preparation_seconds": round(batch.started - start, 1),
             "cpp_compile_seconds": round(batch.cpp_compile_seconds, 1),
         }
@@ -411,34 +407,6 @@ def _record_unrun(batch: Batch, cases: Sequence[Case], errors: Sequence[BaseExce
             batch.record(index, CaseCount(cases[index].key, "failed", error=reason))
     seconds = {batch.names[i]: c.seconds for i, c in batch.results.items() if c.seconds}
     save_durations({**seconds, **batch.template_seconds})
-
-
-def _metadata(
-    version: str, info: Mapping[str, Any], aslr: Sequence[str], place: Any, jobs: int
-) -> dict[str, Any]:
-    """How the batch counted: valgrind, torch and Python, and the counting policy."""
-    import torch
-
-    return {
-        "valgrind": version,
-        "cpu_capability_under_valgrind": info.get("cpu_capability"),
-        "cpu_capability_native": torch.backends.cpu.get_cpu_capability(),
-        "mkl_enable_instructions": MKL_INSTRUCTIONS,
-        "aslr": "disabled" if aslr else "enabled",
-        "place": str(place.root),
-        "torch": info.get("torch", torch.__version__),
-        "torch_git": info.get("torch_git", ""),
-        "torch_build_id": torch_build_id(),
-        "python": info.get("python", platform.python_version()),
-        "python_executable": sys.executable,
-        "host": platform.node(),
-        "warmup": WARMUP,
-        "repeats": REPEATS,
-        "repeats_single_execution": SINGLE_EXECUTION_REPEATS,
-        "statistic": "minimum of repeats, per execution",
-        "not_counted": {"call_tree_of": TYPE_CACHE_MISS, "functions": LAYOUT_NOISE.pattern},
-        "jobs": jobs,
-    }
 
 
 def _work_units(batch: Batch, runnable: list[int], durations: Mapping[str, float]) -> list[list[int]]:
