@@ -21,7 +21,7 @@ fi
 # torch first, when none is installed: a CPU build on a machine without an NVIDIA GPU (PyTorch's
 # CPU index, or BENCHKIT_TORCH_INDEX_URL, and pip's sources), each index asked once; an index
 # that does not answer is left out of every pip call below (the PIP_* lines it prints).
-pip_env=$(python3 -m benchkit.history.builds.first_torch --torch-index-url "${BENCHKIT_TORCH_INDEX_URL:-}")
+pip_env=$(python3 -m benchkit.cli.first_torch --torch-index-url "${BENCHKIT_TORCH_INDEX_URL:-}")
 while IFS= read -r assignment; do
   [ -n "$assignment" ] && export "$assignment"
 done <<<"$pip_env"

@@ -216,7 +216,7 @@ def test_a_fresh_machine_without_a_gpu_gets_the_newest_cpu_build(tmp_path: Path)
     command = [
         str(bin_dir / "python"),
         "-m",
-        "benchkit.history.builds.first_torch",
+        "benchkit.cli.first_torch",
         "--torch-index-url",
         refused,
     ]

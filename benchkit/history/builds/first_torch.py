@@ -1,8 +1,7 @@
-"""The torch a fresh machine gets from ``scripts/install.sh``, and the indexes its pip uses.
+"""The torch a fresh machine gets from ``scripts/install.sh``, and the indexes its pip uses
+(its command line: `benchkit.cli.first_torch`).
 
-    python3 -m benchkit.history.builds.first_torch [--torch-index-url URL]
-
-Run from the checkout before benchkit's dependencies exist (standard library only). It
+Standard library only: it runs from the checkout before benchkit's dependencies exist. It
 asks every index pip would use once (`benchkit.history.builds.indexes`), and when no
 torch is installed it installs one, saying which, from where and why:
 
@@ -18,12 +17,10 @@ when any was left out (nothing otherwise).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
 
 from benchkit.errors import UserError
 from benchkit.history.builds import indexes
@@ -33,7 +30,7 @@ from benchkit.history.builds.sources import PipSource, available_versions, resol
 TRIES = 3  # newest CPU releases tried when pip's constraints refuse one
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     print(f"install.sh: {message}", file=sys.stderr, flush=True)
 
 
@@ -44,7 +41,7 @@ def has_nvidia_gpu() -> bool:
     return smi is not None and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
 
 
-def _torch_installed() -> bool:
+def torch_installed() -> bool:
     return subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
 
 
@@ -56,7 +53,7 @@ def choose_source(torch_index: str | None) -> PipSource:
         urls.insert(1, torch_index)
     choice = indexes.choose(urls)
     for note in choice.notes():
-        _say(note)
+        say(note)
     if choice.left_out:
         return PipSource(environ=tuple(indexes.pip_environ(choice).items()))
     return PipSource(extra_index_urls=(torch_index,) if torch_index else ())
@@ -70,7 +67,7 @@ def cpu_requirement(source: PipSource) -> str | None:
             resolved = resolve(f"torch=={version}", source)
         except UserError:
             continue  # e.g. above a constraint of pip's configuration
-        _say(f"torch {resolved.version}: the newest CPU build in pip's sources ({resolved.url})")
+        say(f"torch {resolved.version}: the newest CPU build in pip's sources ({resolved.url})")
         return f"torch=={resolved.version}"
     return None
 
@@ -79,37 +76,3 @@ def install_torch(source: PipSource, requirement: str) -> None:
     command = [sys.executable, "-m", "pip", "install", "-q", *source.args(), requirement]
     if subprocess.run(command, env=source.env()).returncode != 0:
         raise UserError(f"`pip install {requirement}` failed (see pip's output above)")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m benchkit.history.builds.first_torch")
-    parser.add_argument("--torch-index-url", default="", help="default: PyTorch's CPU index")
-    args = parser.parse_args(argv)
-    gpu = has_nvidia_gpu()
-    torch_index = None if gpu else (args.torch_index_url or indexes.PYTORCH_CPU_INDEX)
-    try:
-        source = choose_source(torch_index)
-        if _torch_installed():
-            _say("torch is installed already: kept")
-        elif gpu:
-            _say("an NVIDIA GPU is here: the newest torch of pip's sources (PyPI's are CUDA builds)")
-            install_torch(source, "torch")
-        else:
-            requirement = cpu_requirement(source)
-            if requirement is None:
-                _say(
-                    "no CPU build of torch in pip's sources: pip's default torch instead "
-                    "(on Linux x86_64 a CUDA build with gigabytes of nvidia packages)"
-                )
-                requirement = "torch"
-            install_torch(source, requirement)
-    except UserError as e:
-        _say(str(e))
-        return 2
-    for key, value in source.environ:
-        print(f"{key}={value}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
