@@ -33,6 +33,9 @@ WALL_TIME_ROUNDS = 12
 # few percent needs more rounds than 24 on a noisy machine (docs/verdicts.md), and a moved
 # count says where to spend them.
 FIRST_LOOK_ROUNDS = 8
+# The first look settles a wall time only when its MDC is at most this (so that, with p >= FUTILITY_P,
+# its interval lies within the gate's ±15 % margin for unchanged, `benchkit.report.gate.check_decide`).
+NOISE_CEILING = 0.10
 MAX_ROUNDS = 24
 MOVED_MAX_ROUNDS = 48
 

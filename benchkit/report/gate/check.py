@@ -80,7 +80,6 @@ from benchkit.report.gate.check_config import (  # noqa: F401 (METRICS, METRIC_L
     parse_check_config,
 )
 from benchkit.report.gate.check_decide import (  # noqa: F401 (the constants re-exported)
-    NOISE_CEILING,
     NOISE_FALLBACK_THRESHOLD,
     availability,
     decide,

@@ -8,8 +8,8 @@
    time against the environment's shifts (`environment_verdict`).
 
 Each step returns a `Status` and the note that says why; docs/verdicts.md tabulates every
-path as (metric, availability, noise, change) -> status, and tests/test_check.py runs that
-table row by row.
+path as (metric, availability, noise, change) -> status, and tests/test_check_table.py runs
+that table row by row.
 """
 
 from __future__ import annotations
@@ -34,9 +34,6 @@ NOISE_FALLBACK_THRESHOLD = 0.10
 # can't tell, however small the estimate. With a fixed threshold instead, the MDC must be below
 # that threshold (a change of its size would show).
 UNCHANGED_MARGIN = 0.15
-# The first look's test of whether more rounds could still make a wall time unchanged
-# (`benchkit.rounds_policy.first_look`): the largest MDC that can vouch for the margin.
-NOISE_CEILING = 0.10
 
 
 @dataclasses.dataclass(frozen=True)

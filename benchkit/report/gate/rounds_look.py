@@ -15,10 +15,9 @@ from collections.abc import Sequence
 
 from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric
-from benchkit.report.gate.check_decide import NOISE_CEILING
 from benchkit.report.gate.noise import count_move, rounds_test
 from benchkit.report.gate.rounds_window import rounds_of
-from benchkit.rounds_policy import Look, RoundsPlan, TopUp, first_look
+from benchkit.rounds_policy import NOISE_CEILING, Look, RoundsPlan, TopUp, first_look
 from benchkit.stats import MIN_ROUNDS
 
 
