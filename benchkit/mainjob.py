@@ -301,19 +301,46 @@ def _report(
         published.loaded, req.conf_path, machine, measured.pairs, dict(labels), req.bench, measured.held,
         bool(measured.todo), measured.todo,
     )  # fmt: skip
-    _write_verdict(verdict, published.html_dir)
+    _write_verdict(verdict, published.html_dir, machine)
     problems.extend(verdict.problems)
     return problems, max(code, verdict.exit_code)
 
 
-def _write_verdict(verdict: JobVerdict, html_dir: Path) -> None:
-    """The terminal gets each pair's headline and largest changes; the full tables a file."""
+def _write_verdict(verdict: JobVerdict, html_dir: Path, machine: str) -> None:
+    """The terminal gets each pair's headline and largest changes; the full tables a file, with
+    the why pages of the wall times whose instruction count moved."""
     from benchkit.report.gate.check_json import verdict_json
 
     table = html_dir / VERDICT_FILE
-    atomic_write_text(table, verdict.markdown)
-    atomic_write_json(table.with_suffix(".json"), [verdict_json(v, b, h) for b, h, v in verdict.verdicts])
+    atomic_write_text(table, verdict.markdown + _count_links_markdown(verdict, html_dir, machine))
+    pairs = [verdict_json(v.verdict, v.base_label, v.head_label) for v in verdict.verdicts]
+    atomic_write_json(table.with_suffix(".json"), pairs)
     sys.stdout.write(verdict.summary + f"\nEvery figure's verdict: {table} (and as JSON beside it)\n")
+
+
+def _count_links_markdown(verdict: JobVerdict, html_dir: Path, machine: str) -> str:
+    """Per pair, each wall time whose case's instruction count moved, linked to that count's
+    why page (what the build runs differently there); "" when there is none."""
+    from benchkit.report.gate.check_format import format_change
+    from benchkit.report.site.count_links import count_links
+
+    lines = []
+    for judged in verdict.verdicts:
+        pair = judged.pair
+        for link in count_links(judged.verdict.comparisons, machine, pair.base, pair.head, html_dir):
+            wall = link.wall
+            lines.append(
+                f"| {judged.head_label} against {judged.base_label} | `{wall.name}` | {wall.status.value} "
+                f"| {format_change(wall)} | {link.count.status.value} | [where?]({link.path}) |"
+            )
+    if not lines:
+        return ""
+    header = (
+        "\n## Wall times whose instruction count moved\n\n"
+        "The count's why page says which functions run more or less often there.\n\n"
+        "| pair | wall time | verdict | change | its count | why |\n|---|---|---|---|---|---|\n"
+    )
+    return header + "\n".join(lines) + "\n"
 
 
 def _finish(req: JobRequest, published: Published, problems: list[str], progress: Progress) -> None:

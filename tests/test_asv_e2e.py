@@ -271,6 +271,11 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert "#### Regressions" not in second.stdout
     table = (job.root / "html" / "verdict.md").read_text()
     assert "#### Regressions" in table and LINEAR in table.split("#### Regressions")[1]
+    # Linear's wall row links to its count's why page, which the site holds.
+    moved = table.split("## Wall times whose instruction count moved")[1]
+    [linear_row] = [row for row in moved.splitlines() if LINEAR in row and ".time_wall" in row]
+    why = re.search(r"\]\((why/[0-9a-f]+\.html)\)", linear_row)
+    assert why and (job.root / "html" / why[1]).is_file(), linear_row
     assert second.returncode == 1, output[-3000:]
     assert "finished with 1 problem(s)" in output and "index.html" in output
     assert "instruction counts" in output and "wall time" in output  # the per-build table

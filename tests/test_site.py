@@ -252,6 +252,26 @@ def test_a_wall_time_whose_count_moved_links_to_the_counts_why_page(site_dir: Pa
     assert linked > 0
 
 
+def test_the_verdict_files_wall_links_are_the_sites(site_dir: Path, project: Path) -> None:
+    # The main job's verdict.md links a wall time to its count's why page as the site's rows do.
+    from benchkit.report.site.count_links import count_links
+
+    data = site_data.load_site_data(project)
+    site_links = set()
+    for page in site_dir.glob("changes*.html"):
+        for row in page.read_text().split("<tr")[1:]:
+            title = re.search(r'title="([^"]+)"', row)
+            href = re.search(r'<a href="(why/[^"]+)">its count: where\?</a>', row)
+            if title and href:
+                site_links.add((html.unescape(title[1]), href[1]))
+    found = set()
+    for pair in site_data.pair_changes(data):
+        for link in count_links(pair.changes, pair.machine, pair.base.commit, pair.head.commit, site_dir):
+            assert link.wall.metric == "wall_time" and (site_dir / link.path).is_file()
+            found.add((link.wall.name, link.path))
+    assert found and found == site_links
+
+
 def test_why_pages_find_cases_without_benchmarks_json(tmp_path: Path) -> None:
     # asv rewrites benchmarks.json with the benchmarks of its latest run (`asv run -b ...`):
     # older results then lack their pretty names, and the profile's case is found by the hash

@@ -62,13 +62,21 @@ def judged_pairs(
 
 
 @dataclasses.dataclass(frozen=True)
+class PairVerdict:
+    base_label: str
+    head_label: str
+    pair: JudgedPair
+    verdict: Verdict
+
+
+@dataclasses.dataclass(frozen=True)
 class JobVerdict:
     markdown: str  # every pair's `benchkit check` table, then the history's steps at the judged builds
     exit_code: int
     problems: tuple[str, ...]  # one line each: why the exit code is not 0
     heads: tuple[str, ...]  # the builds judged
     summary: str = ""  # for a terminal: per pair its headline and largest changes (`pair_summary`)
-    verdicts: tuple[tuple[str, str, Verdict], ...] = ()  # (base label, head label, its verdict) per pair
+    verdicts: tuple[PairVerdict, ...] = ()  # per pair judged, in the order of `markdown`
 
 
 TOP_CHANGES = 5  # rows of each pair's largest flagged changes in the terminal summary
@@ -107,7 +115,7 @@ def judge_run(
     compiled both."""
     parts: list[str] = []
     summaries: list[str] = []
-    verdicts: list[tuple[str, str, Verdict]] = []
+    verdicts: list[PairVerdict] = []
     problems: list[str] = []
     code = 0
     config = check_config_for(conf_path)
@@ -135,7 +143,7 @@ def judge_run(
             code = max(code, 2)
             continue
         parts.append(verdict.markdown)
-        verdicts.append((base, head, verdict))
+        verdicts.append(PairVerdict(base, head, pair, verdict))
         summaries.append(pair_summary(f"{head} against {pair.against} {base}:", verdict))
         if verdict.exit_code:
             problems.append(f"benchkit check {base} {head} exited {verdict.exit_code} (see above)")

@@ -117,7 +117,12 @@ def commits_graph_url(info: BenchmarkInfo | None, name: str, machine: str, branc
 
 
 def why_file(pair: PairChanges, name: str) -> str:
-    return f"why/{content_key(pair.machine, pair.base.commit, pair.head.commit, name)}.html"
+    return why_path(pair.machine, pair.base.commit, pair.head.commit, name)
+
+
+def why_path(machine: str, base_commit: str, head_commit: str, name: str) -> str:
+    """Where in the site the why page of benchmark `name` between two builds lives."""
+    return f"why/{content_key(machine, base_commit, head_commit, name)}.html"
 
 
 def display_unit(c: Comparison) -> str | None:
