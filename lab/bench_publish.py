@@ -3,8 +3,9 @@
 Writes a synthetic history (default 100 commits x 300 benchmarks: instruction
 counts, wall times with samples, and parameterized operator tracks) into a
 temporary asv project -- a real benchkit torch-history repository and results
-written with asv's own Results API -- then times plain ``asv publish`` and
-``benchkit publish`` on it, alternating, and prints the medians and the ratio.
+written with asv's own Results API -- then times ``asv publish`` as benchkit configures it
+(without asv's own regression search, `ASV_PUBLISH_SETTINGS`), ``asv publish`` with asv's
+defaults, and ``benchkit publish`` on it, alternating, and prints the medians and the ratio.
 Target: benchkit's pages add at most 50% to asv's own publish time.
 
     python -m lab.bench_publish [--commits 100] [--benchmarks 300] [--repeat 3] [--keep DIR]
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import resource
 import shutil
 import statistics
@@ -29,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit.history.builds.build_step import ASV_PUBLISH_SETTINGS
 from lab import REPO_ROOT
 from lab.synthetic import MACHINE, make_project
 
@@ -57,7 +60,17 @@ def _summary(label: str, runs: list[Timing]) -> str:
     wall = statistics.median(t.wall_s for t in runs)
     cpu = statistics.median(t.cpu_s for t in runs)
     listed = ", ".join(f"{t.wall_s:.2f}" for t in runs)
-    return f"{label:<17}median wall {wall:6.2f} s (runs: {listed}), median CPU {cpu:6.2f} s"
+    return f"{label}: median wall {wall:6.2f} s (runs: {listed}), median CPU {cpu:6.2f} s"
+
+
+def _with_asvs_regression_search(conf: Path) -> Path:
+    """A copy of `conf` beside it without benchkit's `ASV_PUBLISH_SETTINGS`: asv's defaults."""
+    settings = json.loads(conf.read_text())
+    for key in ASV_PUBLISH_SETTINGS:
+        settings.pop(key, None)
+    copy = conf.with_name("asv.search.conf.json")
+    copy.write_text(json.dumps(settings, indent=1))
+    return copy
 
 
 def _page_sizes(html: Path) -> list[tuple[int, Path]]:
@@ -100,13 +113,18 @@ def main() -> int:
         print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         asv_cmd = [sys.executable, "-m", "asv", "publish", "--config", str(conf)]
         bk_cmd = [sys.executable, "-m", "benchkit.cli", "publish", "--asv-config", str(conf)]
+        searching = _with_asvs_regression_search(conf)
+        search_cmd = [sys.executable, "-m", "asv", "publish", "--config", str(searching)]
         asv_runs: list[Timing] = []
         bk_runs: list[Timing] = []
+        search_runs: list[Timing] = []
         for i in range(args.repeat):
+            search_runs.append(_timed(search_cmd, root))
             asv_runs.append(_timed(asv_cmd, root))
             bk_runs.append(_timed(bk_cmd, REPO_ROOT))
-            print(f"  run {i + 1}: asv publish {asv_runs[-1].wall_s:.2f} s, "
-                  f"benchkit publish {bk_runs[-1].wall_s:.2f} s", file=sys.stderr)  # fmt: skip
+            print(f"  run {i + 1}: asv publish with its regression search {search_runs[-1].wall_s:.2f} s, "
+                  f"without {asv_runs[-1].wall_s:.2f} s, benchkit publish {bk_runs[-1].wall_s:.2f} s",
+                  file=sys.stderr)  # fmt: skip
         asv_s = statistics.median(t.wall_s for t in asv_runs)
         bk_s = statistics.median(t.wall_s for t in bk_runs)
         asv_cpu = statistics.median(t.cpu_s for t in asv_runs)
@@ -119,7 +137,8 @@ def main() -> int:
         loads = _load_times([p for _, p in largest])
         print(f"history: {args.commits} commits x {args.benchmarks} benchmarks (machine {MACHINE})")
         print(f"pages: {', '.join(pages)}; why pages: {why}")
-        print(_summary("asv publish", asv_runs))
+        print(_summary("asv publish with asv's regression search (asv's default)", search_runs))
+        print(_summary("asv publish as benchkit configures it", asv_runs))
         print(_summary("benchkit publish", bk_runs))
         cpu_added = (bk_cpu - asv_cpu) / asv_cpu
         print(f"CPU:  benchkit/asv = {bk_cpu / asv_cpu:.2f}: our pages cost {cpu_added * 100:.0f}% of asv's "

@@ -20,7 +20,7 @@ from asv.results import Results
 from asv.runner import BenchmarkResult
 
 from benchkit.callgrind_track import BatchResult, CaseCount
-from benchkit.history.builds.build_step import BuildRecord
+from benchkit.history.builds.build_step import ASV_PUBLISH_SETTINGS, BuildRecord
 from benchkit.history.builds.repo import HistoryRepo
 from benchkit.measure.callgrind import profiles
 from benchkit.names import BenchmarkName, CaseKeys, Metric, asv_class_name, operator_class_name, pretty_name
@@ -267,6 +267,7 @@ def make_project(
         "environment_type": "virtualenv",
         "results_dir": "results",
         "html_dir": "html",
+        **ASV_PUBLISH_SETTINGS,  # as benchkit's own configs publish
     }
     conf_path = root / "asv.conf.json"
     conf_path.write_text(json.dumps(conf, indent=1))

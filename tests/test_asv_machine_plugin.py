@@ -33,6 +33,14 @@ def test_benchkit_configs_name_the_plugin() -> None:
     assert history_project_config(str(REPO_ROOT), "env")["plugins"] == [ASV_PLUGIN]
 
 
+def test_benchkit_configs_leave_asvs_regression_search_out() -> None:
+    # benchkit's Regressions page replaces it; asv reads null as "skip this benchmark".
+    from asv.config import Config
+
+    assert Config.load(str(REPO_ROOT / "asv.conf.json")).regressions_first_commits == {".*": None}
+    assert history_project_config(str(REPO_ROOT), "env")["regressions_first_commits"] == {".*": None}
+
+
 def make_project(root: Path, plugins: list[str]) -> tuple[Path, dict[str, str], str]:
     """An asv project in `root` (config, a one-commit git repo, one benchmark), an environment
     with an empty HOME, and the commit to record results under."""

@@ -332,6 +332,12 @@ def asv_build_settings(
     }
 
 
+# asv publish's own regression search, which benchkit's Regressions page replaces (asv's view
+# of it is out of the site's bar): null for every benchmark skips it, about 40 % of asv's
+# publish on a long history (lab/bench_publish.py).
+ASV_PUBLISH_SETTINGS: dict[str, object] = {"regressions_first_commits": {".*": None}}
+
+
 def history_project_config(benchkit_root: str, env_dir: str, history: str = "history") -> dict[str, object]:
     """asv.conf.json for a torch history in the folder beside it (`history`), measured by the
     benchkit checkout at `benchkit_root`: the repository's own asv.conf.json, with paths
@@ -351,5 +357,6 @@ def history_project_config(benchkit_root: str, env_dir: str, history: str = "his
         # asv imports it from the config's folder or the installed benchkit: every asv
         # command of this config needs benchkit importable by asv's python.
         "plugins": [ASV_PLUGIN],
+        **ASV_PUBLISH_SETTINGS,
         **asv_build_settings(benchkit_root),
     }
