@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -143,6 +144,21 @@ def kind_of_unit(unit: str) -> MetricKind:
 # ------------------------------------------------------------------ benchmark names
 
 
+def _name_parts(name: str) -> tuple[str, str, str, str | None]:
+    base, paren, rest = name.partition("(")
+    params = rest.removesuffix(")") if paren else None
+    head, _, method = base.rpartition(".")
+    module, _, class_name = head.rpartition(".")
+    return module, class_name, method, params
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_name(name: str) -> BenchmarkName:
+    """`BenchmarkName.parse`, kept: a history's pages parse the same few thousand names millions
+    of times (the result is frozen, so sharing it is safe)."""
+    return BenchmarkName(*_name_parts(name))
+
+
 @dataclasses.dataclass(frozen=True)
 class BenchmarkName:
     """One asv benchmark name, taken apart: ``module.class_name.method(params)``.
@@ -159,11 +175,7 @@ class BenchmarkName:
 
     @classmethod
     def parse(cls, name: str) -> BenchmarkName:
-        base, paren, rest = name.partition("(")
-        params = rest.removesuffix(")") if paren else None
-        head, _, method = base.rpartition(".")
-        module, _, class_name = head.rpartition(".")
-        return cls(module, class_name, method, params)
+        return _parse_name(name) if cls is BenchmarkName else cls(*_name_parts(name))
 
     @classmethod
     def build(

@@ -49,6 +49,8 @@ from benchkit.stats import (
     replicate_test,
     robust_sigma,
     round_values,
+    t_critical,
+    t_two_sided_p,
     variance_prior,
     z_two_sided,
 )
@@ -156,9 +158,7 @@ class Noise:
             from statistics import NormalDist
 
             return 2 * (1 - NormalDist().cdf(score))
-        from scipy.stats import t
-
-        return float(2 * t.sf(score, self.df))
+        return t_two_sided_p(score, self.df)
 
     def detects(self, log_ratio: float) -> bool:
         # No change is never "beyond noise", even where the noise is zero.
@@ -345,7 +345,7 @@ def estimate(
     sources.sort(key=lambda s: -s[0])
     sigma, _, df = sources[0]
     basis = "; ".join(label for _, label, _ in sources)
-    critical = Z_ALPHA if df is None else _t_critical(ALPHA, df)
+    critical = Z_ALPHA if df is None else t_critical(ALPHA, df)
     return Noise(sigma, basis, critical, df=df)
 
 
@@ -355,9 +355,3 @@ def history_df(pairs: int) -> float:
     α = 0.001 with 4 pairs, 0.8 % with 20). Simulated on Gaussian pairs, t with 0.45 pairs + 1
     degrees of freedom keeps α for 4 to 100 pairs."""
     return 0.45 * pairs + 1.0
-
-
-def _t_critical(alpha: float, df: float) -> float:
-    from scipy.stats import t
-
-    return float(t.isf(alpha / 2, df))
