@@ -144,6 +144,11 @@ def kind_of_unit(unit: str) -> MetricKind:
 # ------------------------------------------------------------------ benchmark names
 
 
+def _joined(parts: Sequence[str], params: str | None) -> str:
+    dotted = ".".join(part for part in parts if part)
+    return dotted if params is None else f"{dotted}({params})"
+
+
 def _name_parts(name: str) -> tuple[str, str, str, str | None]:
     base, paren, rest = name.partition("(")
     params = rest.removesuffix(")") if paren else None
@@ -186,18 +191,17 @@ class BenchmarkName:
         return cls(module, class_name, metric.method, params)
 
     def __str__(self) -> str:
-        dotted = ".".join(part for part in (self.module, self.class_name, self.method) if part)
-        return dotted if self.params is None else f"{dotted}({self.params})"
+        return _joined((self.module, self.class_name, self.method), self.params)
 
     @property
     def benchmark(self) -> str:
         """The key of benchmarks.json: the name without its parameters."""
-        return str(self.with_params(None))
+        return _joined((self.module, self.class_name, self.method), None)
 
     @property
     def case(self) -> str:
         """The name without its method: what a case's wall time and instruction count share."""
-        return str(dataclasses.replace(self, method=""))
+        return _joined((self.module, self.class_name), self.params)
 
     def with_params(self, params: str | None) -> BenchmarkName:
         return dataclasses.replace(self, params=params)

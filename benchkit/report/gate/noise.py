@@ -27,6 +27,7 @@ The estimate becomes the minimum detectable change (`Noise.mdc`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -88,6 +89,7 @@ def case_of(name: str) -> tuple[str, str]:
     return parsed.case, parsed.method
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def counts_name(name: str) -> str:
     """The instruction-count benchmark of the same case as `name`."""
     return str(BenchmarkName.parse(name).with_metric(Metric.INSTRUCTIONS))
