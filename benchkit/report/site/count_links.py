@@ -19,19 +19,22 @@ class CountLink:
     path: str  # the count's why page, relative to the site's folder
 
 
+def walls_with_counts(comparisons: Sequence[Comparison]) -> list[tuple[Comparison, Comparison]]:
+    """Each wall time in `comparisons` with its case's instruction count, where both are there."""
+    counts = {BenchmarkName.parse(c.name).case: c for c in comparisons if c.metric == MetricKind.INSTRUCTIONS}
+    walls = (c for c in comparisons if c.metric == MetricKind.WALL_TIME)
+    return [(w, counts[case]) for w in walls if (case := BenchmarkName.parse(w.name).case) in counts]
+
+
 def count_links(
     comparisons: Sequence[Comparison], machine: str, base_commit: str, head_commit: str, html_dir: Path
 ) -> list[CountLink]:
     """Each wall time in `comparisons` whose case's instruction count has a why page in the
     published site at `html_dir` (a page is written where the count moved and its profiles
     explain it)."""
-    counts = {BenchmarkName.parse(c.name).case: c for c in comparisons if c.metric == MetricKind.INSTRUCTIONS}
     links = []
-    for c in comparisons:
-        count = counts.get(BenchmarkName.parse(c.name).case) if c.metric == MetricKind.WALL_TIME else None
-        if count is None:
-            continue
+    for wall, count in walls_with_counts(comparisons):
         path = why_path(machine, base_commit, head_commit, count.name)
         if (html_dir / path).is_file():
-            links.append(CountLink(c, count, path))
+            links.append(CountLink(wall, count, path))
     return links

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from benchkit.names import BenchmarkName, MetricKind
+from benchkit.names import MetricKind
 from benchkit.report.site import paging
+from benchkit.report.site.count_links import walls_with_counts
 from benchkit.report.site.data import PairChanges, SiteData, operators_anchor, pair_changes
 from benchkit.report.site.explain import ProfileStore, explain
 from benchkit.report.site.landing import render_landing
@@ -62,7 +63,6 @@ def render_pages(data: SiteData) -> tuple[dict[str, str], dict[str, int]]:
 def _link_wall_times(pair: PairChanges, why: dict[str, str]) -> None:
     """A wall time whose case's instruction count moved links to that count's why page: the
     count says what the build runs differently there."""
-    by_case = {BenchmarkName.parse(name).case: path for name, path in why.items()}
-    for c in pair.changes:
-        if c.metric == MetricKind.WALL_TIME and (path := by_case.get(BenchmarkName.parse(c.name).case)):
-            why.setdefault(c.name, path)
+    for wall, count in walls_with_counts(pair.changes):
+        if count.name in why:
+            why.setdefault(wall.name, why[count.name])
