@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchkit import names, operator_rounds, rounds_policy, settings, settings_record
+from benchkit import names, operator_rounds, rounds_policy, settings, settings_record, wall_rounds
 from benchkit.asv_runs import Progress, asv_run_args, asv_run_settings, run_asv
 from benchkit.errors import UserError
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
@@ -100,29 +100,31 @@ def add_rounds(
     progress: Progress | None = None,
 ) -> int:
     """More interleaved rounds of `top_up`'s wall times on its builds (`added`: rounds per
-    benchmark, `rounds_policy.rounds_to_add`), appended to the samples they have (every other
-    number kept): one ``asv run`` per number of rounds, the most first. Every round of every
-    build is a fresh forkserver: rounds forked from one server in a block, one build after the
-    other, are not independent draws (lab/bench_verdicts.py --block-rounds measures their
-    false alarms). asv's highest exit code (0 when there is nothing)."""
+    benchmark, `rounds_policy.rounds_to_add`), appended to the samples they have: round ``i``
+    measures every wall time that gets more than ``i`` rounds, each build in one process
+    (`benchkit.wall_rounds`). 2 when a wall time failed, else 0."""
+    from asv.config import Config
+
     progress = progress or Progress()
-    groups: dict[int, list[str]] = {}
-    for name in top_up.benchmarks:
-        if added.get(name, 0) >= 1:
-            groups.setdefault(added[name], []).append(name)
-    code = 0
-    for rounds, benchmarks in sorted(groups.items(), reverse=True):
+    chosen = {name: added[name] for name in top_up.benchmarks if added.get(name, 0) >= 1}
+    if not chosen:
+        return 0
+    conf = Config.load(str(conf_path))
+    for rounds in sorted(set(chosen.values()), reverse=True):
+        got = [name for name, n in chosen.items() if n == rounds]
         progress.note(
-            f"{len(benchmarks)} wall time(s) still open: {rounds} more rounds on "
+            f"{len(got)} wall time(s) still open: {rounds} more rounds on "
             f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
         )
-        regexes = ["^" + re.escape(name) + "$" for name in benchmarks]
-        run_settings = asv_run_settings(settings.current(), machine, results_dir, rounds, regexes)
-        env = {**settings.child_environ(run_settings), **dict(source.environ)}
-        started = time.monotonic()
-        code = max(code, _asv_over(top_up.commits, regexes, machine, True, conf_path, env))
-        progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
-    return code
+    regexes = ["^" + re.escape(name) + "$" for name in chosen]
+    run_settings = asv_run_settings(settings.current(), machine, results_dir, max(chosen.values()), regexes)
+    env = {**settings.child_environ(run_settings), **dict(source.environ)}
+    started = time.monotonic()
+    failed = wall_rounds.measure(
+        conf, conf_path, machine, top_up.commits, regexes, lambda name: chosen.get(name, 0), env, progress
+    )
+    progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
+    return 2 if failed else 0
 
 
 def _operator_replicates(
@@ -198,39 +200,36 @@ def _main_runs(
     req: MeasureRequest, todo: Sequence[str], pairs: Sequence[JudgedPair], config: settings.Settings,
     env: Mapping[str, str], progress: Progress,
 ) -> tuple[Held, int]:  # fmt: skip
-    """asv over the new builds; wall times of predecessors (and a baseline) an earlier job
-    measured again beside them, so that the verdict compares rounds of one time window
-    (`rounds_window`). The rounds each re-measured build held before, and asv's exit code."""
+    """asv over the new builds for everything but wall time; then the wall-time rounds of the
+    new builds and of the predecessors (and a baseline) an earlier job measured, interleaved
+    (`benchkit.wall_rounds`), so that the verdict compares rounds of one time window
+    (`rounds_window`). The rounds each build held before, and the highest exit code."""
     from benchkit.report.gate import rounds_window
 
     results_dir = Path(req.conf.results_dir)
     earlier = list(dict.fromkeys(p.base for p in pairs if p.base not in todo))
-    held: Held = {}
-    runs: list[tuple[list[str], Sequence[str], bool]] = [(list(todo), req.bench, False)]
+    walls = names.Metric.WALL_TIME
+    others = names.metric_regexes(req.bench, walls, keep=False)
+    before = read_results(req.conf)
+    # The new builds too: an interrupted job may have left rounds of theirs that these append to.
+    held = rounds_window.held_rounds(before, req.machine, [*earlier, *todo])
+    code = 0
+    if _selects_any(before.infos, others) or not before.infos:
+        own = asv_run_settings(config, req.machine, results_dir, req.plan.first, others)
+        run_env = {**settings.child_environ(own), **dict(req.source.environ)}
+        code = _asv_over(todo, others, req.asked_machine, False, req.conf_path, run_env)
+        if not before.infos and not _selects_any(read_results(req.conf).infos, others):
+            code = 0  # asv only discovered the suite: the selection holds wall times alone
     if earlier:
-        before = read_results(req.conf)
-        # The new builds too: an interrupted job may have left rounds of theirs that run 2 appends to.
-        held = rounds_window.held_rounds(before, req.machine, [*earlier, *todo])
-        walls = names.Metric.WALL_TIME
-        runs = [
-            (list(todo), names.metric_regexes(req.bench, walls, keep=False), False),
-            ([*earlier, *todo], names.metric_regexes(req.bench, walls, keep=True), True),
-        ]
-        # asv fails a run that selects nothing: leave out one that benchmarks.json says would.
-        runs = [run for run in runs if _selects_any(before.infos, run[1])]
         progress.note(
             f"wall times of {', '.join(c[:8] for c in earlier)} (measured by an earlier job) "
             "measured again beside the new builds: the verdict compares this job's rounds"
         )
-    code = 0
-    for commits, regexes, append in runs:
-        # Each asv command its own selection and id (what its setup_cache measures and shares).
-        run_env = env
-        if regexes is not req.bench:
-            own = asv_run_settings(config, req.machine, results_dir, req.plan.first, regexes)
-            run_env = {**settings.child_environ(own), **dict(req.source.environ)}
-        code = max(code, _asv_over(commits, regexes, req.asked_machine, append, req.conf_path, run_env))
-    return held, code
+    failed = wall_rounds.measure(
+        req.conf, req.conf_path, req.machine, [*earlier, *todo], req.bench,
+        lambda _name: req.plan.first, env, progress,
+    )  # fmt: skip
+    return held, max(code, 2 if failed else 0)
 
 
 def _open_wall_times(

@@ -102,9 +102,10 @@ def _setup_cache_name(key: str) -> str:
     return SETUP_CACHES.get(module, f"setup_cache of {module}")
 
 
-def asv_records(results_dir: Path, since: float = 0.0) -> dict[str, dict[str, Any]]:
+def asv_records(results_dir: Path, since: float = 0.0, batch: bool = False) -> dict[str, dict[str, Any]]:
     """Per torch build (results file) written since `since` (a time.time()): asv's durations
-    by phase and by metric."""
+    by phase and by metric. `batch`: benchkit measured the wall times (their durations hold
+    every round; no other rounds to add)."""
     from asv.results import Results
 
     builds: dict[str, dict[str, Any]] = {}
@@ -127,7 +128,7 @@ def asv_records(results_dir: Path, since: float = 0.0) -> dict[str, dict[str, An
                     phases[group] += seconds
                     counts[group] += 1
                     if group == WALL_PHASE and key in rounds:  # its other rounds, by its own count
-                        phases[WALL_OTHER] += seconds * (rounds[key] - 1)
+                        phases[WALL_OTHER] += 0.0 if batch else seconds * (rounds[key] - 1)
                         phases[WALL_ROUNDS] += rounds[key]
             builds[path.stem] = {"phases": dict(phases), "benchmarks": dict(counts)}
     return builds
@@ -189,6 +190,25 @@ def log_phases(timeline: list[tuple[float, str]]) -> dict[str, float]:
     return dict(phases)
 
 
+BATCH_ROUNDS = "wall-time rounds measured by benchkit (a process per build and round)"
+BATCH_SAMPLED = "of which inside timed samples"
+BATCH_PREPARED = "builds prepared for benchkit's wall-time rounds (trees, C++ compile)"
+
+
+def batch_phases(log: str) -> dict[str, float]:
+    """Seconds of the wall-time rounds benchkit measures itself, from the job's lines (empty
+    for a job whose wall times asv measured)."""
+    taken = re.findall(r"the wall-time rounds took (\d+) s, (\d+) s of it in timed samples", log)
+    prepared = re.findall(r"build\(s\) prepared for the wall-time rounds in (\d+) s", log)
+    if not taken:
+        return {}
+    return {
+        BATCH_ROUNDS: float(sum(int(t) for t, _ in taken)),
+        BATCH_SAMPLED: float(sum(int(s) for _, s in taken)),
+        BATCH_PREPARED: float(sum(map(int, prepared))),
+    }
+
+
 def profile_of(
     label: str,
     commit: str,
@@ -199,9 +219,12 @@ def profile_of(
     timeline: list[tuple[float, str]] | None = None,
 ) -> dict[str, Any]:
     steps = steps_of(log)
-    builds = asv_records(results, since)
-    derived = (WALL_OTHER, WALL_ROUNDS)  # not asv's records
+    batch = batch_phases(log)
+    builds = asv_records(results, since, bool(batch))
+    # not asv's records; benchkit's own wall-time rounds are counted by their log lines
+    derived = (WALL_OTHER, WALL_ROUNDS, *((WALL_PHASE,) if batch else ()))
     recorded = sum(v for b in builds.values() for k, v in b["phases"].items() if k not in derived)
+    recorded += sum(seconds for name, seconds in batch.items() if name != BATCH_SAMPLED)
     rounds = re.search(r"wall time in (\d+) interleaved rounds", log)
     added = re.search(r"the added rounds took (\d+) s", log)
     if added:  # the main job's second asv run, for the wall times its first look left open
@@ -219,6 +242,7 @@ def profile_of(
         "asv_unrecorded": steps.get(STEP_NAMES[3], 0.0) - recorded,
         "wall_rounds": int(rounds.group(1)) if rounds else None,
         "log_phases": log_phases(timeline) if timeline else {},
+        "batch": batch,
     }
 
 
@@ -334,6 +358,16 @@ def table(profiles: list[dict[str, Any]]) -> str:
                 else w * n
                 for p, w, n in zip(profiles, walls, others, strict=True)
             ]
+            for name in (BATCH_ROUNDS, BATCH_SAMPLED, BATCH_PREPARED):
+                if any(p.get("batch") for p in profiles):
+                    found = [p.get("batch", {}) for p in profiles]
+                    cells = [f"{b[name]:.0f}" if name in b else "–" for b in found]
+                    if name == BATCH_SAMPLED:
+                        cells = [
+                            f"{b[name]:.0f} ({b[name] / b[BATCH_ROUNDS]:.0%})" if b.get(BATCH_ROUNDS) else c
+                            for b, c in zip(found, cells, strict=True)
+                        ]
+                    rows.append((f"&nbsp;&nbsp;{'&nbsp;&nbsp;' * (name == BATCH_SAMPLED)}{name}", cells))
             if not any(WALL_OTHER in ph for ph in phases):
                 rows.append(
                     (
@@ -341,6 +375,7 @@ def table(profiles: list[dict[str, Any]]) -> str:
                         [f"{c:.0f} ({n} rounds)" for c, n in zip(counted, others, strict=True)],
                     )
                 )
+            counted = [0.0 if p.get("batch") else c for p, c in zip(profiles, counted, strict=True)]
             rows.append(("&nbsp;&nbsp;asv's own time (process starts, installs between rounds, discovery)",
                          [f"{p['asv_unrecorded'] - c:.0f}"
                           for p, c in zip(profiles, counted, strict=True)]))  # fmt: skip
@@ -371,6 +406,8 @@ def table(profiles: list[dict[str, Any]]) -> str:
         "its own records (`<build>`, `setup_cache`, each benchmark's `duration`), summed over builds;",
         "asv keeps a benchmark's `duration` of its last round only, so the wall time's other rounds",
         "are that round's durations times the other rounds, and asv's own time the rest of step 3.",
+        "Where benchkit measures the wall-time rounds itself, its rows come from the job's lines and",
+        "asv's wall-time durations (every round's) are left out of asv's own time.",
         "The rows `from asv's progress lines` cut step 3 by the times asv's lines arrived (profiles",
         "made since the job's output is stamped; `–` for older ones): they hold every round.",
         "",

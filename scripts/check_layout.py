@@ -46,6 +46,7 @@ RANKS = {
     "report": 4,
     "asv_runs": 5,  # running asv from the jobs
     "operator_rounds": 5,  # the main job's interleaved operator replicates
+    "wall_rounds": 5,  # the main job's wall-time rounds, measured by benchkit
     "job_measure": 5,  # the main job's measuring step
     "mainjob": 5,
     "cli": 6,

@@ -347,7 +347,8 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
     )
     added = job.run(sys.executable, "-c", script, check=False, timeout=900)
     assert added.returncode == 0, added.stdout[-2000:] + added.stderr[-2000:]
-    assert "--append-samples" in added.stderr
+    assert "1 wall time(s) still open: 1 more rounds on 2 build(s)" in added.stderr, added.stderr[-2000:]
+    assert "wall-time round 1/1: 1 case(s) on 2 build(s)" in added.stderr, added.stderr[-2000:]
     for commit, per_case in _wall_rounds(job).items():
         assert per_case == {**rounds[commit], relu: rounds[commit][relu] + 1}, (commit, per_case)
 

@@ -53,3 +53,18 @@ def test_the_table_shows_the_newest_profiles_and_says_how_it_was_made() -> None:
     header = next(line for line in text.splitlines() if line.startswith("| phase (seconds)"))
     assert header.count(" | ") == 2  # two columns: the newest two profiles
     assert all(f"{p['label']} `{p['commit'][:8]}`" in header for p in kept[-2:])
+
+
+def test_benchkits_own_wall_time_rounds_are_read_from_the_jobs_lines() -> None:
+    log = (
+        "    2 build(s) prepared for the wall-time rounds in 41 s\n"
+        "    the wall-time rounds took 160 s, 70 s of it in timed samples (44%)\n"
+        "    1 build(s) prepared for the wall-time rounds in 3 s\n"
+        "    the wall-time rounds took 40 s, 20 s of it in timed samples (50%)\n"
+    )
+    assert profile_main_job.batch_phases(log) == {
+        profile_main_job.BATCH_ROUNDS: 200.0,
+        profile_main_job.BATCH_SAMPLED: 90.0,
+        profile_main_job.BATCH_PREPARED: 44.0,
+    }
+    assert profile_main_job.batch_phases("asv measured every round") == {}

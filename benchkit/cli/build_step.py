@@ -14,7 +14,7 @@ from pathlib import Path
 from benchkit.errors import UserError
 from benchkit.history.builds import build_step
 from benchkit.history.builds.build_step import execute_plan, plan_build
-from benchkit.history.builds.install import install_wheel, remove_torch
+from benchkit.history.builds.install import install_wheel, prepare_tree, remove_torch
 from benchkit.history.builds.wheels import verify_installed
 from benchkit.history.lock import check_asv_step
 from benchkit.util import atomic_write_json
@@ -38,6 +38,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.add_argument("--commit", required=True)
     install = sub.add_parser("install", help="install this wheel (a .pth line naming its unpacked copy)")
     install.add_argument("--wheel", type=Path, required=True)
+    tree = sub.add_parser(
+        "tree", help="install this wheel's dependencies and print the folder of its unpacked copy"
+    )
+    tree.add_argument("--wheel", type=Path, required=True)
     verify = sub.add_parser("verify", help="check the installed torch is exactly this wheel")
     verify.add_argument("--wheel", type=Path, required=True)
     sub.add_parser("uninstall", help="remove torch from this environment completely")
@@ -66,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         elif args.action == "install":
             install_wheel(args.wheel)
+        elif args.action == "tree":
+            print(prepare_tree(args.wheel))
         elif args.action == "verify":
             checked = verify_installed(args.wheel)
             _log(f"installed torch matches {args.wheel.name} ({checked} Python files checked)")

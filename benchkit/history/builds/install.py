@@ -195,10 +195,9 @@ def missing_requirements(requirements: list[str]) -> list[str]:
     return [text for text in requirements if not satisfied(text, "", set())]
 
 
-def install_wheel(wheel_path: Path) -> None:
-    """Install the wheel into this interpreter's environment: dependencies with pip (when one
-    is missing), the wheel itself as a pointer to its unpacked tree."""
-    started = time.monotonic()
+def prepare_tree(wheel_path: Path) -> Path:
+    """The wheel's dependencies installed here (those missing) and its unpacked tree: what
+    importing this build needs besides a path to the tree."""
     with zipfile.ZipFile(wheel_path) as wheel:
         requirements = missing_requirements(wheel_requirements(wheel))
     # The first install of a build both fetches its dependencies (gigabytes for a CUDA build,
@@ -211,6 +210,13 @@ def install_wheel(wheel_path: Path) -> None:
             if done.returncode != 0:
                 error = done.stderr.strip()[-2000:]
                 raise UserError(f"installing {wheel_path.name}'s dependencies failed: {error}")
-        tree = unpacking.result()
+        return unpacking.result()
+
+
+def install_wheel(wheel_path: Path) -> None:
+    """Install the wheel into this interpreter's environment: dependencies with pip (when one
+    is missing), the wheel itself as a pointer to its unpacked tree."""
+    started = time.monotonic()
+    tree = prepare_tree(wheel_path)
     point_at(tree, Path(sysconfig.get_paths()["purelib"]))
     _log(f"installed {wheel_path.name} (its unpacked copy {tree.name}) in {time.monotonic() - started:.1f} s")

@@ -1,0 +1,105 @@
+"""The wall-time rounds `benchkit main` measured itself (`benchkit.measure.walltime.batch`),
+written into asv's results through asv's own API, as ``asv run --record-samples
+--append-samples`` would have written asv's rounds of ``time_wall``: each round's samples
+after those the build held, the value their median, a failed round a failed benchmark
+(never a number from fewer rounds than asked), a case the build cannot run skipped (NaN).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchkit.measure.walltime.batch import CaseRound, CaseStatus
+from benchkit.measure.walltime.timing import CALLS_PER_SAMPLE
+from benchkit.util import atomic_path
+
+
+def _machine_params(conf: Any, machine: str) -> dict[str, Any]:
+    from asv.machine import Machine
+
+    params = Machine.load(machine_name=machine, interactive=False)
+    params.save(conf.results_dir)  # as asv run does: the results folder names its machine
+    return dict(params.__dict__)
+
+
+def _environment(conf: Any, env_name: str) -> Any:
+    from asv import environment
+
+    for env in environment.get_environments(conf, None):
+        if env.name == env_name:
+            return env
+    raise KeyError(env_name)
+
+
+def _outcome(rounds: Sequence[CaseRound]) -> Any:
+    """asv's record of one benchmark from its rounds of this job."""
+    from asv.runner import BenchmarkResult
+
+    failed = [r for r in rounds if r.status is CaseStatus.FAILED]
+    if failed:
+        why = f"{len(failed)} of {len(rounds)} round(s) failed:\n{failed[0].error}"
+        return BenchmarkResult(
+            result=[None], samples=[None], number=[None], errcode=1, stderr=why, profile=None
+        )
+    if any(r.status is CaseStatus.SKIPPED for r in rounds):
+        reason = next(r.error for r in rounds if r.status is CaseStatus.SKIPPED)
+        return BenchmarkResult(
+            result=[math.nan], samples=[None], number=[None], errcode=0, stderr=reason, profile=None
+        )
+    samples = [s for r in rounds for s in r.samples]
+    return BenchmarkResult(
+        result=[statistics.median(samples)],
+        samples=[samples],
+        number=[CALLS_PER_SAMPLE],
+        errcode=0,
+        stderr="",
+        profile=None,
+    )
+
+
+def append_rounds(
+    conf: Any,
+    machine: str,
+    env_name: str,
+    commit: str,
+    rounds: Mapping[str, Sequence[CaseRound]],
+    started: dt.datetime,
+) -> None:
+    """Add `rounds` (asv benchmark name -> this job's rounds of it) to `commit`'s results in
+    environment `env_name` (the file written whole, or not at all); a benchmark's duration is
+    its cases' seconds in these rounds."""
+    from asv.benchmarks import Benchmarks
+    from asv.repo import get_repo
+    from asv.results import Results
+
+    benchmarks = Benchmarks.load(conf)
+    env = _environment(conf, env_name)
+    params = {**_machine_params(conf, machine), "python": env.python, **env.requirements}
+    date = get_repo(conf).get_date(commit)
+    results = Results(params, env.requirements, commit, date, env.python, env.name, env.env_vars)
+    results.load_data(conf.results_dir)
+    for name, measured in sorted(rounds.items()):
+        outcome = _outcome(measured)
+        append = outcome.errcode == 0 and not math.isnan(outcome.result[0])
+        results.add_result(
+            benchmarks[name],
+            outcome,
+            started_at=started,
+            duration=sum(r.seconds for r in measured),
+            record_samples=True,
+            append_samples=append,
+        )
+    results_dir = Path(conf.results_dir)
+    final = results_dir / results._filename
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".wall-rounds-", dir=results_dir) as tmp:
+        results.save(tmp)
+        with atomic_path(final) as target:
+            os.replace(Path(tmp) / results._filename, target)

@@ -1,0 +1,237 @@
+"""Wall-time rounds as `benchkit main` measures them: one process per build and round that
+measures every selected case in turn, the builds alternating round by round.
+
+asv's ``time_wall`` is a process per case and round, and a build switch (uninstall, install)
+before every round: most of such a round prepares rather than measures (lab/reports/batch-rounds.md:
+28 % of a per-case round is samples, 59 % of a batch round). Here each build keeps its own
+interpreter: its asv environment, with the build's unpacked tree first on ``PYTHONPATH``
+(`benchkit.history.builds.install`), so switching builds is choosing a path. A round of a
+build is one `benchkit.measure.walltime.batch_child` process; a case that kills it costs that
+case, and the round goes on in a new process with the cases after it.
+
+What a round measures is a `CaseRound` per case; `benchkit.history.results.wall_rounds`
+writes them into asv's results as asv's own rounds would be written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from benchkit.errors import UserError
+from benchkit.measure.walltime import batch_child
+from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
+from benchkit.util import REPO_ROOT
+
+# A case that has not finished after this many seconds is stopped and recorded as failed
+# (asv's ``time_wall`` timeouts: 120 s for a Python case, 600 s for a C++ one).
+CASE_TIMEOUT_SECONDS = 600.0
+# Compiling C++ shards and scripting TorchScript models before the rounds (a cold compile of
+# the whole suite's shards on two cores takes about a minute).
+BUILD_TIMEOUT_SECONDS = 3600.0
+
+
+class CaseStatus(enum.Enum):
+    OK = batch_child.OK
+    SKIPPED = batch_child.SKIPPED  # this build cannot run the case (e.g. no TorchScript)
+    FAILED = batch_child.FAILED
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseRound:
+    """One case in one round of one build: its samples (seconds per execution) or why none."""
+
+    status: CaseStatus
+    samples: tuple[float, ...] = ()
+    error: str = ""
+    seconds: float = 0.0  # the case's part of the round: preparing, calibrating, sampling
+    sampled: float = 0.0  # of which inside the timed blocks
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildPlace:
+    """Where a build's rounds run: an environment's interpreter and the build's unpacked tree."""
+
+    commit: str
+    env_name: str
+    python: str
+    tree: Path
+    git_version: str  # what the child's torch must report
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        path = os.pathsep.join([str(self.tree), str(REPO_ROOT)])
+        return {**base, "PYTHONPATH": path, "PYTHONNOUSERSITE": "1"}
+
+
+@dataclasses.dataclass
+class _Child:
+    """One measuring process and the lines it has written so far."""
+
+    process: subprocess.Popen[bytes]
+    results: Path
+    log: Path
+    lines: list[dict] = dataclasses.field(default_factory=list)
+
+    def read(self) -> list[dict]:
+        text = self.results.read_text() if self.results.exists() else ""
+        complete = text[: text.rfind("\n") + 1]  # a line cut off by a crash is not read
+        self.lines = [json.loads(line) for line in complete.splitlines() if line]
+        return self.lines
+
+    def log_tail(self, chars: int = 1500) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return text[-chars:].strip()
+
+
+def _start(place: BuildPlace, request: dict, scratch: Path, environ: Mapping[str, str]) -> _Child:
+    index = len(list(scratch.glob("request-*.json")))
+    request_path = scratch / f"request-{index}.json"
+    request_path.write_text(json.dumps(request))
+    results, log = scratch / f"results-{index}.jsonl", scratch / f"log-{index}.txt"
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(
+            [place.python, "-m", "benchkit.measure.walltime.batch_child", str(request_path), str(results)],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=place.environ(environ),
+            cwd=REPO_ROOT,
+        )
+    return _Child(process, results, log)
+
+
+def _wait(child: _Child, timeout: float) -> bool:
+    """Wait until `child` exits; False when it wrote nothing new for `timeout` seconds (then
+    it is killed)."""
+    seen = 0
+    while True:
+        try:
+            child.process.wait(timeout=timeout)
+            child.read()
+            return True
+        except subprocess.TimeoutExpired:
+            if len(child.read()) == seen:
+                child.process.kill()
+                child.process.wait()
+                return False
+            seen = len(child.lines)
+
+
+def _check_torch(place: BuildPlace, header: dict) -> None:
+    found = str(header.get("file", ""))
+    if header.get("git_version") != place.git_version or not found.startswith(str(place.tree)):
+        raise UserError(
+            f"build {place.commit[:8]}: the measuring process imported torch {header.get('torch')} from "
+            f"{found}, not the build's tree {place.tree} (git_version {place.git_version[:12]})"
+        )
+
+
+def run_round(
+    place: BuildPlace, keys: Sequence[str], regexes: Sequence[str] | None, environ: Mapping[str, str],
+    case_timeout: float = CASE_TIMEOUT_SECONDS,
+) -> dict[str, CaseRound]:  # fmt: skip
+    """One round of `keys` on one build: every case's `CaseRound`. A process that dies or
+    hangs costs the case it was measuring (recorded as failed, with the process's last words);
+    the cases after it go on in a new process."""
+    found: dict[str, CaseRound] = {}
+    left = list(keys)
+    with tempfile.TemporaryDirectory(prefix="benchkit-round-") as tmp:
+        while left:
+            request = {"keys": left, "regexes": regexes, "samples": SAMPLES_PER_ROUND}
+            child = _start(place, request, Path(tmp), environ)
+            finished = _wait(child, case_timeout)
+            if not child.lines:
+                why = child.log_tail() or f"exit code {child.process.returncode}"
+                raise UserError(f"build {place.commit[:8]}: the wall-time process did not start: {why}")
+            _check_torch(place, child.lines[0])
+            for line in child.lines[1:]:
+                samples = tuple(float(s) for s in line.get("samples", ()))
+                status, error = CaseStatus(line["status"]), line.get("error", "")
+                found[line["key"]] = CaseRound(
+                    status, samples, error, line.get("seconds", 0.0), line.get("sampled", 0.0)
+                )
+            left = [key for key in left if key not in found]
+            if left and (not finished or child.process.returncode != 0):
+                why = (
+                    f"no result after {case_timeout:.0f} s"
+                    if not finished
+                    else f"the measuring process died (exit code {child.process.returncode})"
+                )
+                found[left[0]] = CaseRound(CaseStatus.FAILED, error=f"{why}\n{child.log_tail()}".strip())
+                left = left[1:]
+            elif left:
+                raise UserError(
+                    f"build {place.commit[:8]}: the wall-time process stopped early: {child.log_tail()}"
+                )
+    return found
+
+
+def prepare_build(
+    place: BuildPlace, keys: Sequence[str], regexes: Sequence[str] | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """Compile the C++ shards and script the TorchScript models `keys` need on this build, before
+    any round: {snippet key: compile error}."""
+    with tempfile.TemporaryDirectory(prefix="benchkit-round-") as tmp:
+        child = _start(place, {"keys": list(keys), "regexes": regexes, "action": "build"}, Path(tmp), environ)
+        if not _wait(child, BUILD_TIMEOUT_SECONDS) or len(child.lines) < 2:
+            raise UserError(
+                f"build {place.commit[:8]}: preparing the wall-time cases failed: {child.log_tail()}"
+            )
+        _check_torch(place, child.lines[0])
+        return dict(child.lines[1].get("errors", {}))
+
+
+def round_order(places: Sequence[BuildPlace], index: int) -> list[BuildPlace]:
+    """The builds of round `index` (from 0): in the order given, every other round reversed, so
+    that no build is always measured first after another (A B, B A, A B, ...)."""
+    return list(places) if index % 2 == 0 else list(places)[::-1]
+
+
+RoundsOfBuild = dict[str, list[dict[str, CaseRound]]]  # commit -> its rounds, each key -> CaseRound
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundsTaken:
+    """What a set of rounds measured (`rounds`) and what it cost: seconds from the first
+    process's start to the last one's end, and the seconds inside timed blocks."""
+
+    rounds: RoundsOfBuild
+    seconds: float
+    sampled: float
+
+    def describe(self) -> str:
+        share = self.sampled / self.seconds if self.seconds else 0.0
+        return f"{self.seconds:.0f} s, {self.sampled:.0f} s of it in timed samples ({share:.0%})"
+
+
+def interleaved_rounds(
+    places: Sequence[BuildPlace],
+    keys_of_round: Callable[[int], Sequence[str]],
+    rounds: int,
+    regexes: Sequence[str] | None,
+    environ: Mapping[str, str],
+    note: Callable[[str], None] = lambda _: None,
+) -> RoundsTaken:
+    """`rounds` rounds of every build, interleaved (`round_order`); round `i` measures
+    `keys_of_round(i)` on each build."""
+    measured: RoundsOfBuild = {place.commit: [] for place in places}
+    began, sampled = time.monotonic(), 0.0
+    for index in range(rounds):
+        keys = list(keys_of_round(index))
+        started = time.monotonic()
+        for place in round_order(places, index):
+            found = run_round(place, keys, regexes, environ)
+            measured[place.commit].append(found)
+            sampled += sum(r.sampled for r in found.values())
+        note(
+            f"wall-time round {index + 1}/{rounds}: {len(keys)} case(s) on {len(places)} build(s) "
+            f"in {time.monotonic() - started:.1f} s"
+        )
+    return RoundsTaken(measured, time.monotonic() - began, sampled)

@@ -1,0 +1,106 @@
+"""The main job's wall-time rounds (`benchkit.measure.walltime.batch`): one real process per
+round and build, with this interpreter's torch as the build, on cases that work, fail, kill
+their process and hang."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchkit.errors import UserError
+from benchkit.measure.walltime.batch import (
+    BuildPlace,
+    CaseStatus,
+    interleaved_rounds,
+    prepare_build,
+    round_order,
+    run_round,
+)
+from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
+
+DEFINITIONS = """
+from benchkit.define.api import GroupedStmts, TimerArgs
+
+BENCHMARKS = {
+    "batch": {
+        "fine": TimerArgs("y = x + 1", setup="x = torch.ones(4)"),
+        "raises": TimerArgs("raise ValueError('broken on purpose')"),
+        "crashes": TimerArgs("import os; os._exit(7)"),
+        "hangs": TimerArgs("import time; time.sleep(600)"),
+        "also fine": TimerArgs("y = x * 2", setup="x = torch.ones(8)"),
+        "cpp": GroupedStmts(cpp_stmt="auto y = torch::ones({2}) + 1;"),
+    }
+}
+"""
+
+
+@pytest.fixture
+def environ(tmp_path: Path) -> dict[str, str]:
+    path = tmp_path / "batch_definitions.py"
+    path.write_text(DEFINITIONS)
+    return {**os.environ, "BENCHKIT_STANDARD": "0", "BENCHKIT_DEFINITIONS": str(path)}
+
+
+def _keys(environ: dict[str, str]) -> dict[str, str]:
+    """Case key by its last label word, read as the child reads them."""
+    from benchkit.expand import load_cases
+
+    cases = load_cases([environ["BENCHKIT_DEFINITIONS"]], standard=False)
+    return {case.key.split(" | ")[0].split("/")[-1]: case.key for case in cases}
+
+
+def _place(tree: Path | None = None, git_version: str | None = None) -> BuildPlace:
+    here = Path(torch.__file__).resolve().parent.parent
+    return BuildPlace(
+        "f" * 40, "here", sys.executable, tree or here, git_version or torch.version.git_version
+    )
+
+
+def test_a_round_measures_every_case_and_survives_those_that_fail(environ: dict[str, str]) -> None:
+    keys = _keys(environ)
+    order = [keys[name] for name in ("fine", "raises", "crashes", "hangs", "also fine")]
+    found = run_round(_place(), order, None, environ, case_timeout=15)
+    assert list(found) == order or set(found) == set(order)
+    for name in ("fine", "also fine"):
+        got = found[keys[name]]
+        assert got.status is CaseStatus.OK and len(got.samples) == SAMPLES_PER_ROUND, got
+        assert all(0 < s < 1e-2 for s in got.samples), got
+    assert found[keys["raises"]].status is CaseStatus.FAILED
+    assert "broken on purpose" in found[keys["raises"]].error
+    assert "died (exit code 7)" in found[keys["crashes"]].error
+    assert "no result after 15 s" in found[keys["hangs"]].error
+
+
+def test_a_process_that_imports_another_torch_is_refused(environ: dict[str, str], tmp_path: Path) -> None:
+    keys = _keys(environ)
+    with pytest.raises(UserError, match="not the build's tree"):
+        run_round(_place(git_version="0" * 40), [keys["fine"]], None, environ)
+
+
+def test_rounds_alternate_the_builds_and_each_round_has_its_own_cases(environ: dict[str, str]) -> None:
+    keys = _keys(environ)
+    a, b = _place(), BuildPlace("e" * 40, *list(vars(_place()).values())[1:])
+    assert [p.commit for p in round_order([a, b], 0)] == [a.commit, b.commit]
+    assert [p.commit for p in round_order([a, b], 1)] == [b.commit, a.commit]
+    notes: list[str] = []
+    wanted = [keys["fine"], keys["also fine"]]
+    taken = interleaved_rounds([a, b], lambda i: wanted[: 2 - i], 2, None, environ, notes.append)
+    measured = taken.rounds
+    assert 0 < taken.sampled < taken.seconds and "in timed samples" in taken.describe()
+    assert [sorted(r) for r in measured[a.commit]] == [sorted(wanted), [wanted[0]]]
+    assert len(measured[b.commit]) == 2 and notes[0].startswith(
+        "wall-time round 1/2: 2 case(s) on 2 build(s)"
+    )
+
+
+@pytest.mark.slow
+def test_cpp_cases_are_compiled_before_the_rounds(environ: dict[str, str], tmp_path: Path) -> None:
+    keys = _keys(environ)
+    cache = {**environ, "BENCHKIT_CACHE_DIR": str(tmp_path / "cache")}
+    assert prepare_build(_place(), [keys["cpp"]], None, cache) == {}
+    found = run_round(_place(), [keys["cpp"]], None, cache)
+    assert found[keys["cpp"]].status is CaseStatus.OK, found
