@@ -98,11 +98,13 @@ def add_rounds(
     added: Mapping[str, int],
     source: PipSource = PIP_CONFIG,
     progress: Progress | None = None,
+    bench: Sequence[str] = (),
 ) -> int:
     """More interleaved rounds of `top_up`'s wall times on its builds (`added`: rounds per
     benchmark, `rounds_policy.rounds_to_add`), appended to the samples they have: round ``i``
     measures every wall time that gets more than ``i`` rounds, each build in one process
-    (`benchkit.wall_rounds`). 2 when a wall time failed, else 0."""
+    (`benchkit.wall_rounds`; `bench`: the job's asv selection, whose C++ shards the rounds
+    load). 2 when a wall time failed, else 0."""
     from asv.config import Config
 
     progress = progress or Progress()
@@ -116,12 +118,11 @@ def add_rounds(
             f"{len(got)} wall time(s) still open: {rounds} more rounds on "
             f"{len(top_up.commits)} build(s) ({', '.join(c[:8] for c in top_up.commits)})"
         )
-    regexes = ["^" + re.escape(name) + "$" for name in chosen]
-    run_settings = asv_run_settings(settings.current(), machine, results_dir, max(chosen.values()), regexes)
+    run_settings = asv_run_settings(settings.current(), machine, results_dir, max(chosen.values()), bench)
     env = {**settings.child_environ(run_settings), **dict(source.environ)}
     started = time.monotonic()
     failed = wall_rounds.measure(
-        conf, conf_path, machine, top_up.commits, regexes, lambda name: chosen.get(name, 0), env, progress
+        conf, conf_path, machine, top_up.commits, bench, lambda name: chosen.get(name, 0), env, progress
     )
     progress.note(f"the added rounds took {time.monotonic() - started:.0f} s")
     return 2 if failed else 0
@@ -291,7 +292,7 @@ def measure(req: MeasureRequest, progress: Progress) -> Measured:
     record_settings(results_dir, req.machine, todo, record)
     if top_up is not None:
         added = add_rounds(
-            req.conf_path, results_dir, req.machine, top_up, added_rounds, req.source, progress
+            req.conf_path, results_dir, req.machine, top_up, added_rounds, req.source, progress, req.bench
         )
         code = max(code, added)
     if pairs:

@@ -19,22 +19,22 @@
    finds newly failing or vanished benchmarks or a regression, 2 when the gate
    cannot compare a whole metric; the site is published either way.
 
-Wall time: every ``time_wall`` first runs in 8 asv rounds of 3 samples per build, and asv
-interleaves the rounds across commits (round 8 of every torch build, then round 7 of every
-build, ...). Each round is a fresh process, so a build's wall time is independent draws of what
-varies between processes (memory layout, the machine's load at that minute), and a slow drift of
-the machine reaches every build alike instead of landing between two of them. The gate compares
-two builds' fast levels round by round (`benchkit.stats.fast_level_test`). After the first look
-(`benchkit.report.gate.rounds_look`), the wall times whose verdict against their predecessor
-(or the baseline) is still open get more rounds on both builds in a second interleaved
-``asv run --append-samples``; the others are decided and cost nothing more. The rounds policy
-(`benchkit.rounds_policy`) holds the rule, why the gate's false-alarm rate stays within its
+Wall time: every ``time_wall`` first gets 8 rounds of 3 samples per build, which the job
+measures itself (`benchkit.wall_rounds`: a round of a build is one process for all its cases),
+the builds alternating round by round. Each round is a fresh process, so a build's wall time
+is independent draws of what varies between processes (memory layout, the machine's load at
+that minute), and a slow drift of the machine reaches every build alike instead of landing
+between two of them. The gate compares two builds' fast levels round by round
+(`benchkit.stats.fast_level_test`). After the first look (`benchkit.report.gate.rounds_look`),
+the wall times whose verdict against their predecessor (or the baseline) is still open get more
+rounds on both builds, interleaved and appended; the others are decided and cost nothing more.
+The rounds policy (`benchkit.rounds_policy`) holds the rule, why the gate's false-alarm rate stays within its
 alpha, and the budget: no more benchmark processes per build than 12 fixed rounds of every
 judged wall time would have run, and at most 24 rounds each; those whose case's instruction
 count moved are served first, up to 48 rounds.
 ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
 every open one M rounds, without the budget. A predecessor an earlier job measured gets its
-wall times measured again in this job's interleaved run of wall times, and the verdict judges
+wall times measured again in this job's interleaved rounds, and the verdict judges
 it by this job's rounds (`benchkit.report.gate.rounds_window`). What the gate finds this way is measured in
 docs/verdicts.md.
 This is *not* ``asv run --quick`` (one sample with ``number=1``: nothing a gate can use).

@@ -1,7 +1,8 @@
 """How many rounds each figure gets, and when the main job adds more: the numbers and the rule,
 in one place.
 
-A round is one measuring process of one build (asv's ``rounds``): wall times get
+A round is one measuring process of one build (asv's ``rounds``; in `benchkit main` one process
+measures every wall time of the round, `benchkit.wall_rounds`): wall times get
 `WALL_TIME_ROUNDS` from a plain ``asv run``; ``benchkit main`` gives each `FIRST_LOOK_ROUNDS`,
 looks (`first_look`), and adds rounds only where the verdict is still open (`RoundsPlan`,
 `rounds_to_add`; `benchkit.report.gate.rounds_look` applies the look to a run's results).

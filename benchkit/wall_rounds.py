@@ -55,8 +55,9 @@ def measure(
     environ: Mapping[str, str],
     progress: Progress,
 ) -> int:
-    """`rounds_of(name)` interleaved rounds of each wall time on every build of `commits` (in
-    their order; one environment after another), appended to their results. The number of
+    """`rounds_of(name)` interleaved rounds of each wall time that asv's ``-b`` `bench` selects
+    on every build of `commits` (in their order; one environment after another), appended to
+    their results; the C++ shards are those of `bench`'s layout. The number of
     benchmarks that failed on some build (0 when all have their rounds)."""
     walls = {name: key for name, key in selected_walls(conf, bench).items() if rounds_of(name) > 0}
     if not walls or not commits:
