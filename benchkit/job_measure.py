@@ -212,8 +212,9 @@ def _main_runs(
     walls = names.Metric.WALL_TIME
     others = names.metric_regexes(req.bench, walls, keep=False)
     before = read_results(req.conf)
-    # The new builds too: an interrupted job may have left rounds of theirs that these append to.
-    held = rounds_window.held_rounds(before, req.machine, [*earlier, *todo])
+    # The new builds' wall times are measured from scratch (what an interrupted job left of
+    # them is replaced); an earlier build's rounds of this job follow those it held.
+    held = rounds_window.held_rounds(before, req.machine, earlier) if earlier else {}
     code = 0
     if _selects_any(before.infos, others) or not before.infos:
         own = asv_run_settings(config, req.machine, results_dir, req.plan.first, others)
@@ -228,7 +229,7 @@ def _main_runs(
         )
     failed = wall_rounds.measure(
         req.conf, req.conf_path, req.machine, [*earlier, *todo], req.bench,
-        lambda _name: req.plan.first, env, progress,
+        lambda _name: req.plan.first, env, progress, replace=todo,
     )  # fmt: skip
     return held, max(code, 2 if failed else 0)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +54,12 @@ def measure(
     rounds_of: Callable[[str], int],
     environ: Mapping[str, str],
     progress: Progress,
+    replace: Collection[str] = (),
 ) -> int:
     """`rounds_of(name)` interleaved rounds of each wall time that asv's ``-b`` `bench` selects
     on every build of `commits` (in their order; one environment after another), appended to
-    their results; the C++ shards are those of `bench`'s layout. The number of
+    their results (for the builds in `replace`, instead of the rounds they held: builds this job
+    measures from scratch); the C++ shards are those of `bench`'s layout. The number of
     benchmarks that failed on some build (0 when all have their rounds)."""
     walls = {name: key for name, key in selected_walls(conf, bench).items() if rounds_of(name) > 0}
     if not walls or not commits:
@@ -85,7 +87,13 @@ def measure(
                 for key, outcome in one_round.items():
                     per_name.setdefault(by_key[key], []).append(outcome)
             failed |= {n for n, rs in per_name.items() if any(r.status is CaseStatus.FAILED for r in rs)}
-            append_rounds(conf, machine, env_name, place.commit, per_name, started)
+            try:
+                append_rounds(
+                    conf, machine, env_name, place.commit, per_name, started, place.commit not in replace
+                )
+            except OSError as e:  # a full disk, a read-only folder: this build lacks them
+                progress.note(f"{place.commit[:8]}: its wall-time rounds could not be written: {e}")
+                failed |= set(per_name)
         progress.note(f"the wall-time rounds took {taken.describe()}")
     return len(failed)
 

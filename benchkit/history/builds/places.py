@@ -25,19 +25,23 @@ def environments(conf: Any, conf_path: Path, ensure: Callable[[], None]) -> list
     once when one does not exist yet."""
     from asv import environment
 
-    def found() -> list[tuple[str, Path]]:
-        return [
-            (env.name, Path(env._path) / "bin" / "python") for env in environment.get_environments(conf, None)
-        ]
+    def found() -> list[tuple[str, Path | None]]:
+        pythons: list[tuple[str, Path | None]] = []
+        for env in environment.get_environments(conf, None):
+            try:
+                pythons.append((env.name, Path(env.find_executable("python"))))
+            except OSError:
+                pythons.append((env.name, None))
+        return pythons
 
     envs = found()
-    if not all(python.exists() for _, python in envs):
+    if any(python is None for _, python in envs):
         ensure()
         envs = found()
-    missing = [name for name, python in envs if not python.exists()]
+    missing = [name for name, python in envs if python is None]
     if missing:
         raise UserError(f"asv environment(s) {', '.join(missing)} of {conf_path} could not be set up")
-    return envs
+    return [(name, python) for name, python in envs if python is not None]
 
 
 def wheel_of(conf: Any, conf_path: Path, commit: str, env_path: Path) -> Path:

@@ -71,13 +71,14 @@ def append_rounds(
     commit: str,
     rounds: Mapping[str, Sequence[CaseRound]],
     started: dt.datetime,
+    append: bool = True,
 ) -> None:
     """Add `rounds` (asv benchmark name -> this job's rounds of it) to `commit`'s results in
-    environment `env_name` (the file written whole, or not at all); a benchmark's duration is
-    its cases' seconds in these rounds."""
+    environment `env_name` (the file written whole, or not at all), after the rounds it held
+    (`append`) or instead of them; a benchmark's duration is its cases' seconds in these rounds."""
     from asv.benchmarks import Benchmarks
     from asv.repo import get_repo
-    from asv.results import Results
+    from asv.results import Results, get_filename
 
     benchmarks = Benchmarks.load(conf)
     env = _environment(conf, env_name)
@@ -87,19 +88,18 @@ def append_rounds(
     results.load_data(conf.results_dir)
     for name, measured in sorted(rounds.items()):
         outcome = _outcome(measured)
-        append = outcome.errcode == 0 and not math.isnan(outcome.result[0])
+        kept = append and outcome.errcode == 0 and not math.isnan(outcome.result[0])
         results.add_result(
             benchmarks[name],
             outcome,
             started_at=started,
             duration=sum(r.seconds for r in measured),
             record_samples=True,
-            append_samples=append,
+            append_samples=kept,
         )
     results_dir = Path(conf.results_dir)
-    final = results_dir / results._filename
-    final.parent.mkdir(parents=True, exist_ok=True)
+    name = get_filename(machine, commit, env_name)
     with tempfile.TemporaryDirectory(prefix=".wall-rounds-", dir=results_dir) as tmp:
         results.save(tmp)
-        with atomic_path(final) as target:
-            os.replace(Path(tmp) / results._filename, target)
+        with atomic_path(results_dir / name) as target:
+            os.replace(Path(tmp) / name, target)
