@@ -216,7 +216,7 @@ def _main_runs(
     # them is replaced); an earlier build's rounds of this job follow those it held.
     held = rounds_window.held_rounds(before, req.machine, earlier) if earlier else {}
     code = 0
-    if _selects_any(before.infos, others) or not before.infos:
+    if _selects_any(before.infos, others):  # True before asv has discovered the suite
         own = asv_run_settings(config, req.machine, results_dir, req.plan.first, others)
         run_env = {**settings.child_environ(own), **dict(req.source.environ)}
         code = _asv_over(todo, others, req.asked_machine, False, req.conf_path, run_env)

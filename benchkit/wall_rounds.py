@@ -1,7 +1,7 @@
 """The main job's wall-time rounds: benchkit measures them itself, every build's round one
 process for all of its selected cases, the builds alternating round by round
 (`benchkit.measure.walltime.batch`), and writes them into asv's results as asv's own rounds
-(`benchkit.history.results.wall_rounds`).
+(`benchkit.history.results.rounds_writer`).
 
 asv still measures everything else (instruction counts, operator timings), and a plain
 ``asv run`` still measures ``time_wall`` its own way, a process per case and round; both use the
@@ -21,7 +21,7 @@ from typing import Any
 from benchkit.asv_runs import Progress, run_asv
 from benchkit.history.builds.places import places_of
 from benchkit.history.results.read import benchmark_infos
-from benchkit.history.results.wall_rounds import append_rounds
+from benchkit.history.results.rounds_writer import RoundsWriter
 from benchkit.measure.selection import selected
 from benchkit.measure.walltime.batch import (
     BuildPlace,
@@ -79,6 +79,7 @@ def measure(
             f"wall time: {most} interleaved round(s) of {len(walls)} case(s) on {len(places)} build(s) "
             f"({', '.join(c[:8] for c in commits)}), each round of a build one process"
         )
+        writer = RoundsWriter(conf, machine, env_name)
         started = dt.datetime.now(dt.UTC)
         taken = interleaved_rounds(places, keys_of_round, most, regexes, environ, progress.note)
         for place in places:
@@ -88,9 +89,7 @@ def measure(
                     per_name.setdefault(by_key[key], []).append(outcome)
             failed |= {n for n, rs in per_name.items() if any(r.status is CaseStatus.FAILED for r in rs)}
             try:
-                append_rounds(
-                    conf, machine, env_name, place.commit, per_name, started, place.commit not in replace
-                )
+                writer.write(place.commit, per_name, started, place.commit not in replace)
             except OSError as e:  # a full disk, a read-only folder: this build lacks them
                 progress.note(f"{place.commit[:8]}: its wall-time rounds could not be written: {e}")
                 failed |= set(per_name)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
+from benchkit.history.builds.build_step import resolve_record_wheel
 from benchkit.history.builds.repo import HistoryRepo, repo_from_asv_config
 from benchkit.history.builds.wheels import read_wheel_info
 from benchkit.measure.walltime.batch import BuildPlace
@@ -49,8 +50,6 @@ def wheel_of(conf: Any, conf_path: Path, commit: str, env_path: Path) -> Path:
     repo = HistoryRepo(repo_from_asv_config(conf_path))
     record_error = ""
     try:
-        from benchkit.history.builds.build_step import resolve_record_wheel
-
         record = repo.record(commit)
         return resolve_record_wheel(record, f"history commit {commit[:12]} ({record.torch_version})")
     except UserError as e:

@@ -9,7 +9,7 @@ interpreter: its asv environment, with the build's unpacked tree first on ``PYTH
 build is one `benchkit.measure.walltime.batch_child` process; a case that kills it costs that
 case, and the round goes on in a new process with the cases after it.
 
-What a round measures is a `CaseRound` per case; `benchkit.history.results.wall_rounds`
+What a round measures is a `CaseRound` per case; `benchkit.history.results.rounds_writer`
 writes them into asv's results as asv's own rounds would be written.
 """
 
