@@ -215,7 +215,7 @@ class BenchmarkName:
         """The device of an operator benchmark; None for any other."""
         return OPERATOR_MODULES.get(self.module)
 
-    @property
+    @functools.cached_property  # parsed names are shared (`_parse_name`): asked once per name
     def metric(self) -> Metric | None:
         """What benchkit measures under this name; None for a foreign benchmark.
 

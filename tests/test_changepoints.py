@@ -268,3 +268,44 @@ def test_a_history_shares_one_false_step_budget_over_its_series() -> None:
     assert series_rate(1000) == pytest.approx(HISTORY_FALSE_STEPS / 1000)
     assert series_rate(3) == FALSE_STEP_RATE and series_rate(0) == FALSE_STEP_RATE
     assert series_rate(750) * 750 <= HISTORY_FALSE_STEPS
+
+
+def _reference_levels(values: list[float], steps: int) -> tuple[float, list[int]]:
+    """The least residual sum of squares of `values` in `steps` + 1 levels, and the levels'
+    ends, by the plain recursion over where the last level starts (memoized, pure Python)."""
+    import functools
+
+    def rss(i: int, j: int) -> float:
+        part = values[i:j]
+        mean = sum(part) / len(part)
+        return sum((v - mean) ** 2 for v in part)
+
+    @functools.cache
+    def best(end: int, k: int) -> tuple[float, tuple[int, ...]]:
+        if k == 0:
+            return rss(0, end), (end,)
+        found = min(((best(i, k - 1)[0] + rss(i, end), i) for i in range(k, end)), key=lambda t: t[0])
+        return found[0], (*best(found[1], k - 1)[1], end)
+
+    cost, ends = best(len(values), steps)
+    return cost, list(ends)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_levels_fit_is_the_least_squares_one(seed: int) -> None:
+    """`fit_levels` places its steps where the exact least-squares fit with as many steps does."""
+    import random
+
+    from benchkit.report.steps.segments import fit_levels
+
+    rng = random.Random(seed)
+    level, values = 0.0, []
+    for i in range(40):
+        if i in (11, 23, 31):
+            level += rng.choice((-0.2, 0.2))
+        values.append(level + rng.gauss(0, 0.01))
+    fit = fit_levels(values)
+    steps = len(fit.bounds) - 1
+    assert steps >= 1
+    _, ends = _reference_levels(values, steps)
+    assert [end for _, end in fit.bounds] == ends

@@ -40,7 +40,6 @@ from benchkit.report.site.data import (
     read_builds,
     unquote,
 )
-from benchkit.stats import round_values
 
 BENCHMARK_NAME = "benchkit"
 ORIGINS = ["benchkit"]
@@ -213,7 +212,7 @@ def _values(figure: _Figure) -> tuple[list[float], str]:
     if metric is not None and metric.replicated and m.samples:
         return [float(v) for v in m.samples], "one per timing process"
     if figure.parsed.asv_timing and m.samples:
-        rounds = round_values(m.samples, m.per_round)
+        rounds = m.round_logs
         if rounds:
             return [math.exp(v) for v in rounds], "the fastest sample of each asv round (process)"
     return [float(m.value)], "asv's value"  # type: ignore[arg-type]  # has_number: a float

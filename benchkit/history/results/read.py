@@ -17,6 +17,7 @@ from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.names import BenchmarkName, Metric
+from benchkit.stats import log_samples, round_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,19 @@ class Measurement:
     @property
     def has_number(self) -> bool:
         return not (self.failed or self.skipped)
+
+    # Cached: the gate and a history's pages ask for these several times per measurement.
+    @functools.cached_property
+    def log_samples(self) -> tuple[float, ...]:
+        """The log of every positive sample (`benchkit.stats.log_samples`)."""
+        return tuple(log_samples(self.samples))
+
+    @functools.cached_property
+    def round_logs(self) -> tuple[float, ...] | None:
+        """The log of each round's fastest sample (`benchkit.stats.round_values`); None where
+        the samples cannot be cut into rounds."""
+        values = round_values(self.samples, self.per_round)
+        return None if values is None else tuple(values)
 
 
 @dataclasses.dataclass(frozen=True)

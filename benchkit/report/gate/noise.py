@@ -44,12 +44,10 @@ from benchkit.stats import (
     VariancePrior,
     fast_level,
     fast_level_test,
-    log_samples,
     minimum_detectable_change,
     pooled_variance,
     replicate_test,
     robust_sigma,
-    round_values,
     t_critical,
     t_two_sided_p,
     variance_prior,
@@ -221,7 +219,7 @@ def rounds_shift(m: Measurement) -> tuple[float, float] | None:
     with `MIN_ROUNDS` or more rounds: the later half of the processes against the earlier half
     (the rounds test; asv records the rounds in the order it ran them). None with fewer rounds,
     or too few of a half in its fast band."""
-    values = round_values(m.samples, m.per_round)
+    values = m.round_logs
     if values is None or len(values) < MIN_ROUNDS:
         return None
     half = len(values) // 2
@@ -230,7 +228,7 @@ def rounds_shift(m: Measurement) -> tuple[float, float] | None:
 
 
 def _level(m: Measurement) -> tuple[float, float | None] | None:
-    values = round_values(m.samples, m.per_round)
+    values = m.round_logs
     return fast_level(values) if values is not None and len(values) >= MIN_ROUNDS else None
 
 
@@ -255,7 +253,7 @@ def wall_level(m: Measurement) -> float | None:
 def rounds_test(before: Measurement, after: Measurement) -> RoundsTest | None:
     """The rounds test between the two builds' fast levels, when each has `MIN_ROUNDS` rounds
     or more, `MIN_FAST_ROUNDS` of them in its fast band (`benchkit.stats.fast_level_test`)."""
-    a, b = round_values(before.samples, before.per_round), round_values(after.samples, after.per_round)
+    a, b = before.round_logs, after.round_logs
     if a is None or b is None or min(len(a), len(b)) < MIN_ROUNDS:
         return None
     test = fast_level_test(a, b)
@@ -276,7 +274,7 @@ def replicate_priors(base: ResultSet, head: ResultSet) -> dict[Metric, VarianceP
         metric, before = replicated_metric(key[0]), base.measurements.get(key)
         if metric is None or before is None:
             continue
-        a, b = log_samples(before.samples), log_samples(after.samples)
+        a, b = before.log_samples, after.log_samples
         if min(len(a), len(b)) >= MIN_REPLICATES:
             variances.setdefault(metric, []).append(pooled_variance(a, b))
     priors = {metric: variance_prior(found) for metric, found in variances.items()}
@@ -289,7 +287,7 @@ def replicates_noise(
     """An operator timing judged by its replicates (`benchkit.stats.replicate_test`, its
     variance moderated by the metric's `prior`), at `ALPHA`; None when a side has fewer than
     `MIN_REPLICATES`."""
-    test = replicate_test(log_samples(before.samples), log_samples(after.samples), prior)
+    test = replicate_test(before.log_samples, after.log_samples, prior)
     if test is None or test.se <= 0:
         return None
     rounds = f"{test.n_before}+{test.n_after}"

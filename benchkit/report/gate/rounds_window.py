@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from benchkit.history.results.read import LoadedResults, Measurement, ResultSet
 from benchkit.names import BenchmarkName, Metric
-from benchkit.stats import round_values
 
 Key = tuple[str, str]  # (benchmark name with params, environment)
 Held = Mapping[str, Mapping[Key, int]]  # full commit -> wall time -> rounds it held before
@@ -41,7 +40,7 @@ def is_windowed(key: Key) -> bool:
 
 def rounds_of(m: Measurement) -> int:
     """How many whole rounds `m` holds (0 when its samples cannot be cut into rounds)."""
-    values = round_values(m.samples, m.per_round)
+    values = m.round_logs
     return len(values) if values else 0
 
 

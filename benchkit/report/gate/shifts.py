@@ -33,7 +33,6 @@ from benchkit.report.gate.noise import (
 from benchkit.stats import (
     MEDIAN_EFFICIENCY,
     VariancePrior,
-    log_samples,
     median_shift_p,
     robust_sigma,
     sign_test_p,
@@ -106,7 +105,7 @@ def spread_shift(base: ResultSet, head: ResultSet, metric_of: Callable[[str], Me
         before = base.measurements.get(key)
         if metric_of(key[0]) != MetricKind.WALL_TIME or before is None:
             continue
-        a, b = log_samples(before.samples), log_samples(after.samples)
+        a, b = before.log_samples, after.log_samples
         if len(a) < MIN_SAMPLES or len(b) < MIN_SAMPLES:
             continue
         sa, sb = robust_sigma(a), robust_sigma(b)

@@ -28,7 +28,9 @@ from benchkit.history.results.read import (
 from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_class_name
 from benchkit.report.gate import check, check_config
 from benchkit.report.gate.check_types import Comparison
+from benchkit.report.gate.noise import HistoryNoise
 from benchkit.stats import quantiles
+from benchkit.util import forked_map
 
 # benchkit.history.builds.build_step.BUILD_FILE; not imported from there to keep publishing light.
 BUILD_FILE = "benchkit-build.json"
@@ -342,52 +344,57 @@ def machine_history(data: SiteData, machine: str) -> list[ResultSet]:
 
 def pair_changes(data: SiteData) -> list[PairChanges]:
     """Every consecutive pair on every (machine, branch), judged by `benchkit.report.gate.check`
-    with each benchmark's noise over the machine's whole history, as `benchkit check` does."""
+    with each benchmark's noise over the machine's whole history, as `benchkit check` does.
+    A long history's pairs are judged on every core (`forked_map`)."""
     units = {info.key: info.unit for info in data.benchmarks.values()}
-    pairs = []
-    metric_order = {m: i for i, m in enumerate(check.METRICS)}
     noise = {m: check.history_noise(machine_history(data, m), units, data.config) for m in data.machines}
-    for (machine, branch), commits in data.branch_commits.items():
-        for base, head in itertools.pairwise(commits):
-            comparisons, found = check.compare_pair(
-                data.results[(machine, base)],
-                data.results[(machine, head)],
-                units,
-                data.config,
-                noise[machine],
-            )
-            changed = [c for c in comparisons if listed(c)]
-            changed.sort(
-                key=lambda c: (
-                    metric_order.get(c.metric, 9),
-                    LISTED_ORDER.index(c.status),
-                    -abs(math.log(c.ratio)) if c.ratio else 0.0,
-                    c.name,
-                )
-            )
-            compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
-            problems = tuple(check.unjudged_metrics(comparisons))
-            uncertain = tuple(
-                (s, n)
-                for s in (*check.UNCERTAIN, *check.NOT_JUDGED)
-                if (n := sum(1 for c in comparisons if c.status == s))
-            )
-            shifts = tuple(s.describe() for s in found.shifts)
-            base_build, head_build = data.builds[base], data.builds[head]
-            pairs.append(
-                PairChanges(
-                    machine,
-                    branch,
-                    base_build,
-                    head_build,
-                    tuple(changed),
-                    compared,
-                    problems,
-                    uncertain,
-                    shifts,
-                )
-            )
-    return pairs
+    pairs = [
+        (machine, branch, base, head)
+        for (machine, branch), commits in data.branch_commits.items()
+        for base, head in itertools.pairwise(commits)
+    ]
+    return forked_map(functools.partial(_judged_pair, data, units, noise), pairs)
+
+
+def _judged_pair(
+    data: SiteData,
+    units: Mapping[str, str | None],
+    noise: Mapping[str, Mapping[tuple[str, str], HistoryNoise]],
+    pair: tuple[str, str, str, str],
+) -> PairChanges:
+    machine, branch, base, head = pair
+    comparisons, found = check.compare_pair(
+        data.results[(machine, base)], data.results[(machine, head)], units, data.config, noise[machine]
+    )
+    metric_order = {m: i for i, m in enumerate(check.METRICS)}
+    changed = [c for c in comparisons if listed(c)]
+    changed.sort(
+        key=lambda c: (
+            metric_order.get(c.metric, 9),
+            LISTED_ORDER.index(c.status),
+            -abs(math.log(c.ratio)) if c.ratio else 0.0,
+            c.name,
+        )
+    )
+    compared = sum(1 for c in comparisons if c.status not in ("not compared", "ignored"))
+    problems = tuple(check.unjudged_metrics(comparisons))
+    uncertain = tuple(
+        (s, n)
+        for s in (*check.UNCERTAIN, *check.NOT_JUDGED)
+        if (n := sum(1 for c in comparisons if c.status == s))
+    )
+    shifts = tuple(s.describe() for s in found.shifts)
+    return PairChanges(
+        machine,
+        branch,
+        data.builds[base],
+        data.builds[head],
+        tuple(changed),
+        compared,
+        problems,
+        uncertain,
+        shifts,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

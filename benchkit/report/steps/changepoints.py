@@ -22,6 +22,7 @@ judged (`benchkit.report.gate.not_judged`); the cache records make no steps them
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import statistics
 from collections.abc import Callable, Collection, Sequence
@@ -37,6 +38,7 @@ from benchkit.report.gate.shifts import build_shift, round_drifts
 from benchkit.report.steps.segments import FALSE_STEP_RATE, fit_levels, series_rate
 from benchkit.report.steps.step_types import Step
 from benchkit.stats import median_difference_sigma, robust_sigma, z_two_sided
+from benchkit.util import forked_map
 
 INTERVAL_LEVEL = 0.95  # of a step's size interval
 OUTLIER = "outlier"  # one build away from its neighbours' common level, and back after it
@@ -171,27 +173,15 @@ def changepoints(
     A benchmark whose code changed (asv's version) is followed from its latest version on.
     Wall times at the `disturbed` positions (`benchkit.report.gate.excursions`) are left out.
     """
-    commits = [r.commit for r in history]
     keys = sorted({key for r in history for key in r.measurements})
-    by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
-    loose: list[Step] = []
     # The cache state of a compile and its kernel's hash are records, not performance.
     keys = [(name, env) for name, env in keys if not (is_cache_record(name) or is_kernel_record(name))]
     rate = series_rate(len(keys))  # the history's false steps, all series together
-    for name, env in keys:
-        column = [r.measurements.get((name, env)) for r in history]
-        versions = [m.version for m in column if m is not None and m.version]
-        latest = versions[-1] if versions else None
-        metric = metric_of(name)
-        value_of = wall_level if metric == MetricKind.WALL_TIME else (lambda m: m.value)
-        values = [
-            value_of(m) if m is not None and m.has_number and (not m.version or m.version == latest) else None
-            for m in column
-        ]
-        if metric == MetricKind.WALL_TIME:
-            values = [None if i in disturbed else v for i, v in enumerate(values)]
-        floor = _noise_floor(metric, [m for m, v in zip(column, values, strict=True) if m and v])
-        steps = series_steps(name, env, metric, commits, values, threshold_of(name), floor, rate)
+    series = functools.partial(_key_steps, history, metric_of, threshold_of, disturbed, rate)
+    by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
+    loose: list[Step] = []
+    # A long history's series are fitted on every core: each stands alone.
+    for (name, env), (metric, steps) in zip(keys, forked_map(series, keys), strict=True):
         case, _ = case_of(name)
         if metric in (MetricKind.INSTRUCTIONS, MetricKind.WALL_TIME):
             by_case.setdefault((case, env), {}).setdefault(metric, []).extend(steps)
@@ -206,6 +196,32 @@ def changepoints(
             labelled += counts + walls
     labelled = [label_step(_cache_reason(s, history), history) for s in labelled]
     return sorted(labelled, key=lambda s: (s.position, s.name, s.env))
+
+
+def _key_steps(
+    history: Sequence[ResultSet],
+    metric_of: Callable[[str], MetricKind],
+    threshold_of: Callable[[str], float],
+    disturbed: Collection[int],
+    rate: float,
+    key: tuple[str, str],
+) -> tuple[MetricKind, list[Step]]:
+    """The metric of one benchmark `key` and its steps over `history` (see `changepoints`)."""
+    name, env = key
+    column = [r.measurements.get(key) for r in history]
+    versions = [m.version for m in column if m is not None and m.version]
+    latest = versions[-1] if versions else None
+    metric = metric_of(name)
+    value_of = wall_level if metric == MetricKind.WALL_TIME else (lambda m: m.value)
+    values = [
+        value_of(m) if m is not None and m.has_number and (not m.version or m.version == latest) else None
+        for m in column
+    ]
+    if metric == MetricKind.WALL_TIME:
+        values = [None if i in disturbed else v for i, v in enumerate(values)]
+    floor = _noise_floor(metric, [m for m, v in zip(column, values, strict=True) if m and v])
+    commits = [r.commit for r in history]
+    return metric, series_steps(name, env, metric, commits, values, threshold_of(name), floor, rate)
 
 
 def _noise_floor(metric: MetricKind, measured: Sequence[Measurement]) -> float:

@@ -71,15 +71,16 @@ def _critical(level: float, added: int, df: int) -> float:
 
 
 def _cost_matrix(values: Sequence[float]) -> Any:
-    """cost[i, j]: residual sum of squares of values[i:j] around their mean (inf unless i < j)."""
+    """cost[j, i]: residual sum of squares of values[i:j] around their mean (inf unless i < j).
+    Indexed end first, so that the search over where a level starts reads contiguous rows."""
     import numpy as np
 
     y = np.asarray(values, dtype=float)
     y = y - np.median(y)  # centred: the sums below then lose no precision
     sums = np.concatenate(([0.0], np.cumsum(y)))
     squares = np.concatenate(([0.0], np.cumsum(y * y)))
-    first = np.arange(len(y) + 1)[:, None]
-    end = np.arange(len(y) + 1)[None, :]
+    end = np.arange(len(y) + 1)[:, None]
+    first = np.arange(len(y) + 1)[None, :]
     count = end - first
     with np.errstate(divide="ignore", invalid="ignore"):
         cost = (squares[end] - squares[first]) - (sums[end] - sums[first]) ** 2 / count
@@ -94,14 +95,16 @@ def fit_levels(values: Sequence[float], floor: float = 0.0, rate: float = FALSE_
     if n < MIN_VALUES:
         return _asv_levels(values)
     cost = _cost_matrix(values)
-    best = cost[0].copy()  # best[j]: least cost of values[:j] in the current number of levels
+    best = cost[:, 0].copy()  # best[j]: least cost of values[:j] in the current number of levels
     starts = []  # per number of steps k: for each end j, where the last level begins
     rss = [float(best[n])]
     kept = 0
+    total = np.empty_like(cost)
+    ends_index = np.arange(n + 1)
     for k in range(1, n - 1):
-        total = best[:, None] + cost
-        start = np.argmin(total, axis=0)
-        best = total[start, np.arange(n + 1)]
+        np.add(cost, best[None, :], out=total)  # total[j, i]: values[:i] in k levels, then i..j
+        start = np.argmin(total, axis=1)
+        best = total[ends_index, start]
         starts.append(start)
         rss.append(float(best[n]))
         added, df = k - kept, n - k - 1
