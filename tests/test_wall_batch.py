@@ -95,6 +95,18 @@ def test_rounds_alternate_the_builds_and_each_round_has_its_own_cases(environ: d
     assert len(measured[b.commit]) == 2 and notes[0].startswith(
         "wall-time round 1/2: 2 case(s) on 2 build(s)"
     )
+    for commit in (a.commit, b.commit):  # the later round times in the first round's block size
+        first, second = measured[commit]
+        assert first[wanted[0]].block > 0 and second[wanted[0]].block == first[wanted[0]].block
+
+
+def test_a_round_given_block_sizes_times_in_them(environ: dict[str, str]) -> None:
+    keys = _keys(environ)
+    found = run_round(_place(), [keys["fine"], keys["also fine"]], None, environ, blocks={keys["fine"]: 7})
+    given, calibrated = found[keys["fine"]], found[keys["also fine"]]
+    assert given.status is CaseStatus.OK and given.block == 7 and len(given.samples) == SAMPLES_PER_ROUND
+    # calibrated to a block of ROUND_BLOCK_SECONDS: far more than 7 executions of `x * 2`
+    assert calibrated.status is CaseStatus.OK and calibrated.block > 7
 
 
 @pytest.mark.slow

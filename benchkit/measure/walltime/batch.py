@@ -53,6 +53,7 @@ class CaseRound:
     error: str = ""
     seconds: float = 0.0  # the case's part of the round: preparing, calibrating, sampling
     sampled: float = 0.0  # of which inside the timed blocks
+    block: int = 0  # executions per sample (0: none measured)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,16 +136,18 @@ def _check_torch(place: BuildPlace, header: dict) -> None:
 
 def run_round(
     place: BuildPlace, keys: Sequence[str], regexes: Sequence[str] | None, environ: Mapping[str, str],
-    case_timeout: float = CASE_TIMEOUT_SECONDS,
+    case_timeout: float = CASE_TIMEOUT_SECONDS, blocks: Mapping[str, int] | None = None,
 ) -> dict[str, CaseRound]:  # fmt: skip
-    """One round of `keys` on one build: every case's `CaseRound`. A process that dies or
-    hangs costs the case it was measuring (recorded as failed, with the process's last words);
-    the cases after it go on in a new process."""
+    """One round of `keys` on one build: every case's `CaseRound`, timed in `blocks` (executions
+    per sample, by key) where given, else calibrated. A process that dies or hangs costs the
+    case it was measuring (recorded as failed, with the process's last words); the cases after
+    it go on in a new process."""
     found: dict[str, CaseRound] = {}
     left = list(keys)
+    given = {key: blocks[key] for key in keys if key in blocks} if blocks else {}
     with tempfile.TemporaryDirectory(prefix="benchkit-round-") as tmp:
         while left:
-            request = {"keys": left, "regexes": regexes, "samples": SAMPLES_PER_ROUND}
+            request = {"keys": left, "regexes": regexes, "samples": SAMPLES_PER_ROUND, "blocks": given}
             child = _start(place, request, Path(tmp), environ)
             finished = _wait(child, case_timeout)
             if not child.lines:
@@ -155,7 +158,12 @@ def run_round(
                 samples = tuple(float(s) for s in line.get("samples", ()))
                 status, error = CaseStatus(line["status"]), line.get("error", "")
                 found[line["key"]] = CaseRound(
-                    status, samples, error, line.get("seconds", 0.0), line.get("sampled", 0.0)
+                    status,
+                    samples,
+                    error,
+                    line.get("seconds", 0.0),
+                    line.get("sampled", 0.0),
+                    line.get("block", 0),
                 )
             left = [key for key in left if key not in found]
             if left and (not finished or child.process.returncode != 0):
@@ -220,16 +228,24 @@ def interleaved_rounds(
     note: Callable[[str], None] = lambda _: None,
 ) -> RoundsTaken:
     """`rounds` rounds of every build, interleaved (`round_order`); round `i` measures
-    `keys_of_round(i)` on each build."""
+    `keys_of_round(i)` on each build.
+
+    A case is calibrated in its first round on each build; that build's later rounds time it
+    in the same block size. So every build's rounds are alike (the first of each calibrates),
+    and no later round spends its time choosing a number it already knows."""
     measured: RoundsOfBuild = {place.commit: [] for place in places}
+    blocks: dict[str, dict[str, int]] = {place.commit: {} for place in places}
     began, sampled = time.monotonic(), 0.0
     for index in range(rounds):
         keys = list(keys_of_round(index))
         started = time.monotonic()
         for place in round_order(places, index):
-            found = run_round(place, keys, regexes, environ)
+            found = run_round(place, keys, regexes, environ, blocks=blocks[place.commit])
             measured[place.commit].append(found)
             sampled += sum(r.sampled for r in found.values())
+            for key, outcome in found.items():
+                if outcome.block and outcome.status is CaseStatus.OK:
+                    blocks[place.commit].setdefault(key, outcome.block)
         note(
             f"wall-time round {index + 1}/{rounds}: {len(keys)} case(s) on {len(places)} build(s) "
             f"in {time.monotonic() - started:.1f} s"

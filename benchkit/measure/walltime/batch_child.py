@@ -6,8 +6,9 @@ Run by `benchkit.measure.walltime.batch` in a build's asv environment, its torch
     python -m benchkit.measure.walltime.batch_child REQUEST.json RESULTS.jsonl
 
 The request names the cases (their keys), the job's asv selection (which decides the C++
-shards' layout) and the samples per case. Each case is prepared, calibrated to a block of
-`ROUND_BLOCK_SECONDS` and timed `samples` times with the code asv's ``time_wall`` uses
+shards' layout), the samples per case and, optionally, each case's block size. Each case is
+prepared, calibrated to a block of `ROUND_BLOCK_SECONDS` (or given its block size, found by the
+build's first round) and timed `samples` times with the code asv's ``time_wall`` uses
 (`benchkit.measure.walltime.timing`), so a round here measures what an asv round measures,
 without a process per case.
 
@@ -56,8 +57,9 @@ def _cases(keys: Sequence[str], regexes: Sequence[str] | None) -> tuple[dict[str
     return by_key, suite.for_keys(cpp_layout_keys(key_of_class, regexes))
 
 
-def _measure_case(case: Any, cpp_suite: Any, samples: int) -> dict[str, Any]:
-    """One case here: its samples (seconds per execution), the seconds the case took in all and
+def _measure_case(case: Any, cpp_suite: Any, samples: int, block: int | None) -> dict[str, Any]:
+    """One case here: its samples (seconds per execution), its block size (executions per
+    sample: `block` where given, else calibrated here), the seconds the case took in all and
     those inside its timed blocks."""
     from benchkit.define.api import Language
     from benchkit.measure.walltime.timing import ROUND_BLOCK_SECONDS, CaseSkipped, prepare
@@ -66,7 +68,10 @@ def _measure_case(case: Any, cpp_suite: Any, samples: int) -> dict[str, Any]:
     began = time.perf_counter()
     try:
         prepared = prepare(args, case.key, cpp_suite if args.language is Language.CPP else None)
-        prepared.calibrate(ROUND_BLOCK_SECONDS)
+        if block:
+            prepared.use_block(block)
+        else:
+            prepared.calibrate(ROUND_BLOCK_SECONDS)
         block = prepared.block_size
         blocks = [prepared.run_block(block) for _ in range(samples)]
     except CaseSkipped as e:
@@ -74,7 +79,13 @@ def _measure_case(case: Any, cpp_suite: Any, samples: int) -> dict[str, Any]:
     except Exception:
         return {"status": FAILED, "error": traceback.format_exc(limit=8)}
     seconds = time.perf_counter() - began
-    return {"status": OK, "samples": [t / block for t in blocks], "seconds": seconds, "sampled": sum(blocks)}
+    return {
+        "status": OK,
+        "samples": [t / block for t in blocks],
+        "block": block,
+        "seconds": seconds,
+        "sampled": sum(blocks),
+    }
 
 
 def _build(
@@ -112,8 +123,9 @@ def main(argv: Sequence[str]) -> int:
         if request.get("action") == "build":
             _build(by_key, keys, cpp_suite, write)
             return 0
+        samples, blocks = int(request["samples"]), request.get("blocks") or {}
         for key in keys:
-            write({"key": key, **_measure_case(by_key[key], cpp_suite, int(request["samples"]))})
+            write({"key": key, **_measure_case(by_key[key], cpp_suite, samples, blocks.get(key))})
     return 0
 
 

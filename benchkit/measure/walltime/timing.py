@@ -87,6 +87,13 @@ class PreparedCase:
         self.block_size = n
         return n
 
+    def use_block(self, n: int) -> None:
+        """Take block size `n` that an earlier process calibrated for this case, after one call
+        as warm-up; a round's fastest sample, the one judged, is not its first where that
+        warm-up is short of a block."""
+        self.run_block(1)
+        self.block_size = n
+
 
 def _python_block(args: TimerArgs, label: str) -> Callable[[int], float]:
     import torch
