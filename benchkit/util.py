@@ -168,6 +168,13 @@ def progress_bar(total: int, unit: str) -> Any:
 _FORKED: Any = None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _call_forked(item: Any) -> Any:
     return _FORKED(item)
 
@@ -179,13 +186,16 @@ def forked_map(fn: Callable[[T], R], items: Sequence[T], min_per_worker: int = 2
     The workers inherit `fn` and what it refers to (a history's results) instead of receiving
     it pickled; only items and results travel, so both must pickle."""
     global _FORKED
-    workers = min(len(os.sched_getaffinity(0)), len(items) // max(1, min_per_worker))
+    workers = min(usable_cores(), len(items) // max(1, min_per_worker))
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or _FORKED is not None:
+        return [fn(item) for item in items]
+    try:  # a machine without POSIX semaphores (/dev/shm) has no pool: the items run here
+        pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    except (OSError, NotImplementedError):
         return [fn(item) for item in items]
     _FORKED = fn
     try:
-        context = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        with pool:
             return list(pool.map(_call_forked, items, chunksize=max(1, len(items) // (workers * 8))))
     finally:
         _FORKED = None
