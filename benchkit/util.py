@@ -1,4 +1,4 @@
-"""Small shared helpers: cache locations, atomic writes, torch build identity."""
+"""Small shared helpers: cache locations, atomic writes, torch build identity, a forked map."""
 
 from __future__ import annotations
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchkit import stats as sample_stats
 from benchkit.errors import UserError
 from benchkit.names import BenchmarkName, Metric
-from benchkit.stats import log_samples, round_values
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +48,13 @@ class Measurement:
     @functools.cached_property
     def log_samples(self) -> tuple[float, ...]:
         """The log of every positive sample (`benchkit.stats.log_samples`)."""
-        return tuple(log_samples(self.samples))
+        return tuple(sample_stats.log_samples(self.samples))
 
     @functools.cached_property
     def round_logs(self) -> tuple[float, ...] | None:
         """The log of each round's fastest sample (`benchkit.stats.round_values`); None where
         the samples cannot be cut into rounds."""
-        values = round_values(self.samples, self.per_round)
+        values = sample_stats.round_values(self.samples, self.per_round)
         return None if values is None else tuple(values)
 
 
