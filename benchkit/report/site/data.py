@@ -342,6 +342,10 @@ def machine_history(data: SiteData, machine: str) -> list[ResultSet]:
     return [data.results[(machine, c)] for c in (first or history_commits(data, machine))]
 
 
+# Pairs a forked worker should judge at least, for forking to pay (a pair is a whole suite).
+PAIRS_PER_WORKER = 20
+
+
 def pair_changes(data: SiteData) -> list[PairChanges]:
     """Every consecutive pair on every (machine, branch), judged by `benchkit.report.gate.check`
     with each benchmark's noise over the machine's whole history, as `benchkit check` does.
@@ -353,7 +357,9 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
         for (machine, branch), commits in data.branch_commits.items()
         for base, head in itertools.pairwise(commits)
     ]
-    return forked_map(functools.partial(_judged_pair, data, units, noise), pairs)
+    return forked_map(
+        functools.partial(_judged_pair, data, units, noise), pairs, min_per_worker=PAIRS_PER_WORKER
+    )
 
 
 def _judged_pair(

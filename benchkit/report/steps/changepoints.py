@@ -162,6 +162,10 @@ def _label_case(counts: Sequence[Step], walls: Sequence[Step]) -> list[Step]:
     return out
 
 
+# Values (builds x series) a forked worker should fit at least, for forking to pay.
+SERIES_VALUES_PER_WORKER = 20_000
+
+
 def changepoints(
     history: Sequence[ResultSet],
     metric_of: Callable[[str], MetricKind],
@@ -180,8 +184,11 @@ def changepoints(
     series = functools.partial(_key_steps, history, metric_of, threshold_of, disturbed, rate)
     by_case: dict[tuple[str, str], dict[MetricKind, list[Step]]] = {}
     loose: list[Step] = []
-    # A long history's series are fitted on every core: each stands alone.
-    for (name, env), (metric, steps) in zip(keys, forked_map(series, keys), strict=True):
+    # A long history's series are fitted on every core (each stands alone); a short one's
+    # would cost more to fork than to fit.
+    per_worker = max(20, SERIES_VALUES_PER_WORKER // max(len(history), 1))
+    fitted = forked_map(series, keys, min_per_worker=per_worker)
+    for (name, env), (metric, steps) in zip(keys, fitted, strict=True):
         case, _ = case_of(name)
         if metric in (MetricKind.INSTRUCTIONS, MetricKind.WALL_TIME):
             by_case.setdefault((case, env), {}).setdefault(metric, []).extend(steps)
