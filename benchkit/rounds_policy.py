@@ -202,15 +202,18 @@ class TopUp:
 def rounds_to_add(top_up: TopUp, plan: RoundsPlan) -> dict[str, int]:
     """Rounds to add to each open wall time after `plan`'s first look: up to its cap, and, with
     a budget (the fixed design the adaptive one must not outspend, e.g. `WALL_TIME_ROUNDS`), no
-    more benchmark processes per build than that design would have run beyond the first look on
-    every judged wall time: (budget - first) x looked.
+    more benchmark-rounds per build than that design would have run beyond the first look on
+    every judged wall time, (budget - first) x looked, except for those riding along below.
 
     The open wall times whose case's instruction count moved share the budget first, up to the
     moved cap: their build runs other code there, so a change of time is likeliest there (and
     their test is the corroborated one, `rounds_alpha`, whose power at a change
     of a few percent needs more rounds than a machine's noise leaves in 24); the other open
-    ones share what is left. When few are open they all reach their cap; when many are, fewer
-    rounds each."""
+    ones share what is left, and never get fewer rounds than the moved ones (up to their own
+    cap): a round is one process per build that measures every wall time it is given
+    (`benchkit.wall_rounds`), so the processes the moved ones need run anyway and an open wall
+    time riding along costs its samples, not a process. When few are open they all reach their
+    cap; when many are, fewer rounds each."""
     most, most_moved = max(plan.cap - plan.first, 0), max(plan.moved_cap - plan.first, 0)
     moved = [name for name in top_up.benchmarks if name in top_up.moved]
     others = [name for name in top_up.benchmarks if name not in top_up.moved]
@@ -219,5 +222,5 @@ def rounds_to_add(top_up: TopUp, plan: RoundsPlan) -> dict[str, int]:
     budget = max(plan.budget - plan.first, 0) * max(top_up.looked, len(top_up.benchmarks))
     for_moved = min(most_moved, budget // len(moved)) if moved else 0
     left = budget - for_moved * len(moved)
-    for_others = min(most, left // len(others)) if others else 0
+    for_others = min(most, max(for_moved, left // len(others))) if others else 0
     return {**{name: for_moved for name in moved}, **{name: for_others for name in others}}
