@@ -258,9 +258,9 @@ def _open_wall_times(
         each = sorted({plan.first + n for n in added_rounds.values()}, reverse=True)
         progress.note(
             f"{len(top_up.benchmarks)} of {top_up.looked} wall times open "
-            f"({len(top_up.moved)} whose instruction count moved, served first): "
-            f"{' and '.join(map(str, each))} rounds keep them within what {plan.budget} "
-            f"fixed rounds of all {top_up.looked} would cost"
+            f"({len(top_up.moved)} whose instruction count moved, served first within what "
+            f"{plan.budget} fixed rounds of all {top_up.looked} would cost; the others ride along "
+            f"in their processes): {' and '.join(map(str, each))} rounds"
         )
     return top_up, added_rounds, reached
 

@@ -117,3 +117,29 @@ def test_the_json_row_holds_the_judged_change_its_interval_alpha_and_p() -> None
     assert row["verdict"] == "regression" and low < row["change"] < high and low > 1.0
     assert row["change"] == pytest.approx(1.2, rel=0.05) and row["alpha"] == 0.001 and row["p"] < 1e-5
     assert "identical builds fail anywhere at most 1 time in 100" in verdict.markdown
+
+
+def test_compile_times_left_unjudged_do_not_loosen_the_budget() -> None:
+    """The head compiled warm, the base cold: its 100 compile times fell ~20-fold (tiny p), but
+    they are not judged (cache state differed), so they are no discoveries either: the other
+    figures keep the cutoff they would have without them."""
+    rng = random.Random(15)
+    base, head = _figures(rng, 0.02, 6, {}), _figures(rng, 0.02, 6, {})
+    units = dict(UNITS)
+    for k in range(100):
+        compile_s = f"operators.op{k:03d}.track_compile_seconds"
+        record = f"operators.op{k:03d}.track_compile_cache_hit"
+        units |= {compile_s: "seconds", record: "inductor cache hit (1 warm, 0 cold)"}
+        for side, seconds, hit in ((base, 2.0, 0.0), (head, 0.1, 1.0)):
+            side.measurements[(f"{compile_s}('8x16 f32')", ENV)] = Measurement(seconds, None, None, "v1")
+            side.measurements[(f"{record}('8x16 f32')", ENV)] = Measurement(hit, None, None, "v1")
+    with_compiles, _ = check.compare_pair(base, head, units, CONFIG)
+    assert sum(c.status == Status.CACHE_DIFFERED for c in with_compiles) == 100
+    without, _ = check.compare_pair(_only(base, UNITS), _only(head, UNITS), UNITS, CONFIG)
+    assert budget.family_budget(with_compiles) == budget.family_budget(without)
+    assert "over 300 tested figures" in budget.family_budget(with_compiles).describe()
+
+
+def _only(results: ResultSet, units: dict[str, str]) -> ResultSet:
+    kept = {key: m for key, m in results.measurements.items() if key[0].split("(")[0] in units}
+    return ResultSet(results.commit, results.machine, kept)

@@ -10,10 +10,11 @@ every figure is unchanged, the chance that any figure is flagged is at most `FAM
 dependent, as figures of one build that a common shift moves alike are). Where many figures
 did change, the rule lets each through at a larger α than a fixed correction would.
 
-Left out of the family, each at its own test's α: figures whose test was corroborated by a
-moved instruction count (`Noise.alpha` above `ALPHA`: code changed there, so it is no longer
-the unchanged pair the budget is about), and figures without a noise estimate (they fail
-closed on their own terms).
+Left out of the family: figures the pair leaves unjudged (`benchkit.report.gate.not_judged`:
+no verdict, so no discovery either, which would loosen every other figure's cutoff); and, each
+at its own test's α, figures whose test was corroborated by a moved instruction count
+(`Noise.alpha` above `ALPHA`: code changed there, so it is no longer the unchanged pair the
+budget is about), and figures without a noise estimate (they fail closed on their own terms).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from benchkit.report.gate.check_status import Status
+from benchkit.report.gate.check_status import NUMERIC_STATUSES, Status
 from benchkit.report.gate.check_types import Comparison
 from benchkit.stats import ALPHA
 
@@ -49,9 +50,11 @@ class Budget:
 
 
 def in_family(c: Comparison, p: float | None) -> bool:
-    """Whether `c` (of p-value `p`) counts in the pair's budget: tested at `ALPHA` or below (not
-    corroborated)."""
-    return p is not None and c.noise is not None and c.noise.alpha <= ALPHA
+    """Whether `c` (of p-value `p`) counts in the pair's budget: judged (not left unjudged: a
+    compile time of another cache state, a disturbed build's wall time) and tested at `ALPHA` or
+    below (not corroborated)."""
+    judged = c.status in NUMERIC_STATUSES
+    return judged and p is not None and c.noise is not None and c.noise.alpha <= ALPHA
 
 
 def bh_cutoff(p_values: Sequence[float], q: float = FAMILY_Q) -> float:

@@ -172,10 +172,13 @@ def compare_pair(
     config: CheckConfig,
     history: Mapping[tuple[str, str], HistoryNoise] | None = None,
     interleaved: bool = False,
+    unjudged: Callable[[list[Comparison]], list[Comparison]] | None = None,
 ) -> tuple[list[Comparison], PairNoise]:
     """Every benchmark of the pair, judged with its noise and the pair's environment shifts
     (`interleaved`: both builds' wall times came from one interleaved run, `PairNoise`), each
-    flag held to the pair's error budget (`benchkit.report.gate.budget`)."""
+    flag held to the pair's error budget (`benchkit.report.gate.budget`). What the pair leaves
+    unjudged is marked before the budget, so that it does not count there: compile times of
+    different cache states, and what `unjudged` marks (`benchkit.report.gate.not_judged`)."""
     metric_of = metric_judge(units, config)
     count_threshold = config.thresholds["instructions"]
     pair = pair_noise(base, head, history or {}, metric_of, count_threshold, interleaved)
@@ -185,7 +188,10 @@ def compare_pair(
         unit = units.get(benchmark_key(name))
         before, after = base.measurements.get((name, env)), head.measurements.get((name, env))
         out.append(compare_one(name, env, unit, before, after, config, pair))
-    return mark_kernels(mark_cache_states(apply_budget(out), base, head), base, head), pair
+    out = mark_cache_states(out, base, head)
+    if unjudged is not None:
+        out = unjudged(out)
+    return mark_kernels(apply_budget(out), base, head), pair
 
 
 def compare(
@@ -295,14 +301,19 @@ def judge_results(
         )
     units = loaded.units
     noise = history_noise(history, units, config)
-    comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise, interleaved)
-    apart = ""
-    if compiled_apart:
-        comparisons, apart = mark_compiled_apart(comparisons, compiled_apart)
     # Whether a side is a disturbed build is the whole build's property: every benchmark counts.
     metric_of = metric_judge(units, config)
     disturbed = disturbed_sides(history, whole[0], whole[1], metric_of, config.thresholds["instructions"])
-    comparisons = mark_disturbed(comparisons, disturbed)
+    apart_lines: list[str] = []
+
+    def unjudged(comparisons: list[Comparison]) -> list[Comparison]:
+        if compiled_apart:
+            comparisons, line = mark_compiled_apart(comparisons, compiled_apart)
+            apart_lines.append(line)
+        return mark_disturbed(comparisons, disturbed)
+
+    comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise, interleaved, unjudged)
+    apart = next(iter(apart_lines), "")
     labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
     shifts = [s.describe() for s in pair.shifts]
     build_wide = [pair.build_wide.describe_build_wide()] if pair.build_wide else []

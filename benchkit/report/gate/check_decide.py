@@ -44,9 +44,13 @@ class Resolution:
     margin: float
     of_interval: bool
 
-    def reach(self, log_ratio: float, mdc: float) -> float:
-        """How far from no change the figure's verdict can vouch for (a fraction)."""
-        return math.expm1(abs(log_ratio) + math.log1p(mdc)) if self.of_interval else mdc
+    def reach(self, log_ratio: float, noise: Noise) -> float | None:
+        """How far from no change the figure's verdict can vouch for (a fraction): the change's
+        interval, or the MDC (the smallest change the noise flags); None where it is unknown."""
+        if not self.of_interval:
+            return noise.mdc
+        half = noise.half_width
+        return None if half is None else math.expm1(abs(log_ratio) + half)
 
     def beyond(self, reach: float) -> str:
         """Why a figure that reaches `reach` is not unchanged, for its note."""
@@ -113,7 +117,7 @@ def noise_of(
         return estimate(metric, before, after, None, figure=figure)
     history, moved = pair.history.get(key), pair.count_moves.get(key)
     prior = pair.replicate_priors.get(figure) if figure is not None else None
-    return estimate(metric, before, after, history, moved, figure, prior)
+    return estimate(metric, before, after, history, moved, figure, prior, pair.compile_spread)
 
 
 def threshold_of(configured: float, noise: Noise | None) -> tuple[float, Resolution]:
@@ -173,7 +177,8 @@ def _within_threshold(
     shifted = shift_of(pair, key, noise.by_rounds) if metric == MetricKind.WALL_TIME else ""
     if shifted:  # "no change" measured on a moving machine says nothing about torch
         return Status.CANT_TELL, f"wall time follows the {shifted}"
-    if noise.mdc is not None and (reach := resolution.reach(log_ratio, noise.mdc)) > resolution.margin:
+    reach = resolution.reach(log_ratio, noise)
+    if reach is not None and reach > resolution.margin:
         return Status.CANT_TELL, f"noise hides the answer: {resolution.beyond(reach)}; {_mdc_text(noise)}"
     return Status.UNCHANGED, "below the threshold but beyond noise" if noise.detects(log_ratio) else ""
 

@@ -48,9 +48,9 @@ class Comparison:
     def interval(self) -> tuple[float, float] | None:
         """The judged change's confidence interval (factors) at its test's α; None without noise."""
         change, noise = self.judged_change, self.noise
-        if change is None or noise is None or noise.sigma is None:
+        half = noise.half_width if noise is not None else None
+        if change is None or half is None:
             return None
-        half = noise.critical * noise.sigma
         return math.exp(change - half), math.exp(change + half)
 
     def p_value(self) -> float | None:

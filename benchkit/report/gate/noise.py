@@ -55,11 +55,19 @@ from benchkit.stats import (
 )
 
 MIN_SAMPLES = 5  # per side, for a within-run spread
-# An operator input's cold compile time, once per build: the spread of its log ratio between
-# two cold compiles of one build in fresh processes (robust sigma 0.15-0.28 over the 51 inputs
-# of the default set, three pairs of fresh processes and caches, this project's 2-core machine;
-# the first input of a process up to x3.6): a one-number-per-build figure is never without noise.
-COMPILE_SIGMA = 0.27
+# An operator input's cold compile time: once per build, each in its build's own run (not
+# interleaved). Between two cold compiles of one build in fresh processes its log ratio spreads by
+# a robust sigma of 0.018-0.033 over the 51 inputs of the default set, but single inputs moved by
+# up to x1.35, 16 sigma (lab/reports/compile-noise.md): a normal test would flag an input in most
+# such pairs. So a compile time's noise is a Student t with COMPILE_TAIL_DF degrees of freedom
+# scaled by COMPILE_SIGMA, or by the pair's own spread over its inputs where that is larger
+# (`compile_spread`, MIN_COMPILE_INPUTS; it also holds real changes of single inputs): it flags,
+# and its MDC is, only changes far beyond those tails (x1.47 at sigma 0.03 and alpha 0.001). The
+# interval a row shows and an interval's "unchanged" vouches for is the normal core's
+# (`Noise.interval_critical`); single inputs of one build left it 4 times in the 204 measured.
+COMPILE_SIGMA = 0.03
+COMPILE_TAIL_DF = 3.0
+MIN_COMPILE_INPUTS = 10
 MIN_PAIRS = 4  # consecutive pairs in the history, for a history spread
 MIN_POOLED_PAIRS = 20  # pairs of all wall times together, for the machine's spread
 # A prior a little above the run-to-run spread of one build's Callgrind counts
@@ -136,6 +144,16 @@ class Noise:
     rounds: str = ""  # a rounds test's processes, "12+12"; empty for the other sources
     df: float | None = None  # the test's degrees of freedom (Welch's); None: the normal z
     alpha: float = ALPHA  # the test's two-sided false-alarm rate per figure, as `critical` says
+    # Noise with heavy tails (a compile time): the critical of the normal core, which sets the
+    # interval a row shows and an interval's "unchanged" vouches for; `critical` and `df` still
+    # set the MDC, the smallest change flagged. None: `critical` for both.
+    interval_critical: float | None = None
+
+    @property
+    def half_width(self) -> float | None:
+        """Half the judged change's interval (log scale); None where the noise is unknown."""
+        critical = self.critical if self.interval_critical is None else self.interval_critical
+        return None if self.sigma is None else critical * self.sigma
 
     @property
     def mdc(self) -> float | None:
@@ -305,6 +323,7 @@ def estimate(
     count_move: int | None = None,
     figure: Metric | None = None,
     prior: VariancePrior | None = None,
+    compile_spread: float | None = None,
 ) -> Noise:
     """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
     test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
@@ -315,11 +334,13 @@ def estimate(
     rejects at `benchkit.rounds_policy.CORROBORATED_ALPHA`. `figure`: which of benchkit's metrics it is,
     if any: an operator timing whose samples are replicates (`Metric.replicated`) is judged by
     them where each side has `MIN_REPLICATES` (`replicates_noise`, moderated by `prior`); a
-    compile's seconds are never less noisy than `COMPILE_SIGMA`."""
+    compile's seconds by `compile_noise` (`compile_spread`: the pair's, `compile_spread`)."""
     if figure is not None and figure.replicated:
         found = replicates_noise(before, after, prior)
         if found is not None:
             return found
+    elif figure is Metric.COMPILE_SECONDS:
+        return compile_noise(history, compile_spread)
     elif metric == MetricKind.WALL_TIME:
         test = rounds_test(before, after)
         if test is not None:
@@ -336,8 +357,6 @@ def estimate(
         sources.append((history.sigma, label, history_df(history.pairs)))
     if metric == MetricKind.INSTRUCTIONS:
         sources.append((INSTRUCTIONS_SIGMA, "Callgrind prior", None))
-    if figure is Metric.COMPILE_SECONDS:
-        sources.append((COMPILE_SIGMA, "cold-compile prior", None))
     if not sources:
         if metric == MetricKind.WALL_TIME and before.samples and after.samples:
             return Noise(None, f"fewer than {MIN_ROUNDS} rounds a side and under {MIN_PAIRS} history pairs")
@@ -355,3 +374,35 @@ def history_df(pairs: int) -> float:
     α = 0.001 with 4 pairs, 0.8 % with 20). Simulated on Gaussian pairs, t with 0.45 pairs + 1
     degrees of freedom keeps α for 4 to 100 pairs."""
     return 0.45 * pairs + 1.0
+
+
+def compile_spread(base: ResultSet, head: ResultSet) -> float | None:
+    """The robust sigma of the pair's compile-time log ratios about their median, over the
+    inputs with a compile time on both sides; None with fewer than `MIN_COMPILE_INPUTS`. A
+    change common to every input does not widen it; real changes of single inputs do."""
+    ratios = [
+        d
+        for key, after in head.measurements.items()
+        if BenchmarkName.parse(key[0]).metric is Metric.COMPILE_SECONDS
+        and (d := log_ratio(base.measurements.get(key), after)) is not None
+    ]
+    return robust_sigma(ratios) if len(ratios) >= MIN_COMPILE_INPUTS else None
+
+
+def compile_noise(history: HistoryNoise | None, spread: float | None) -> Noise:
+    """A compile time's noise (see `COMPILE_SIGMA`): the largest of the prior, the pair's
+    spread over its inputs and the figure's history, under a t with `COMPILE_TAIL_DF` degrees
+    of freedom for flags and the normal core for its interval."""
+    sources = [(COMPILE_SIGMA, "cold-compile prior")]
+    if spread is not None:
+        sources.append((spread, "the pair's spread over its inputs"))
+    if history is not None:
+        sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
+    sigma = max(s for s, _ in sources)
+    basis = (
+        "one cold compile a side, each in its build's own run (not interleaved); "
+        + "; ".join(f"{label} σ {s:.2g}" for s, label in sources)
+        + f"; flagged under heavy tails (t, {COMPILE_TAIL_DF:.0f} df)"
+    )
+    critical = t_critical(ALPHA, COMPILE_TAIL_DF)
+    return Noise(sigma, basis, critical, df=COMPILE_TAIL_DF, interval_critical=Z_ALPHA)

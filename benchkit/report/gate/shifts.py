@@ -24,6 +24,7 @@ from benchkit.report.gate.noise import (
     MIN_SAMPLES,
     HistoryNoise,
     Key,
+    compile_spread,
     count_move,
     log_ratio,
     replicate_priors,
@@ -220,6 +221,7 @@ class PairNoise:
     interleaved: bool = False
     # Per operator timing metric, its replicates' variance over the pair's figures (`replicate_priors`).
     replicate_priors: Mapping[Metric, VariancePrior] = dataclasses.field(default_factory=dict)
+    compile_spread: float | None = None  # of the pair's compile times over its inputs (`compile_spread`)
 
     @property
     def build_wide(self) -> EnvShift | None:
@@ -270,4 +272,5 @@ def pair_noise(
     between = between_shift(base, head, metric_of, count_threshold) or spread_shift(base, head, metric_of)
     unshared = unshared_drift(base_drifts, head_drifts)
     priors = replicate_priors(base, head)
-    return PairNoise(history, between, rounds, moved, unshared, interleaved, priors)
+    spread = compile_spread(base, head)
+    return PairNoise(history, between, rounds, moved, unshared, interleaved, priors, spread)
