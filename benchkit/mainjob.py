@@ -29,9 +29,9 @@ between two of them. The gate compares two builds' fast levels round by round
 the wall times whose verdict against their predecessor (or the baseline) is still open get more
 rounds on both builds, interleaved and appended; the others are decided and cost nothing more.
 The rounds policy (`benchkit.rounds_policy`) holds the rule, why the gate's false-alarm rate stays within its
-alpha, and the budget: no more benchmark processes per build than 12 fixed rounds of every
-judged wall time would have run, and at most 24 rounds each; those whose case's instruction
-count moved are served first, up to 48 rounds.
+alpha, and the budget: those whose case's instruction count moved are served first, up to 48
+rounds, within what 12 fixed rounds of every judged wall time would have run; the other open
+ones get what is left or ride along in those rounds' processes, at most 24 rounds each.
 ``--rounds N`` measures every wall time in N rounds and adds none; ``--max-rounds M`` gives
 every open one M rounds, without the budget. A predecessor an earlier job measured gets its
 wall times measured again in this job's interleaved rounds, and the verdict judges
