@@ -244,6 +244,31 @@ def test_real_inductor_compile_and_timing_on_cpu(inductor_cache: Path) -> None:
     assert kernel.configs == () and kernel.fingerprint == kernel.code_hash
 
 
+def test_a_warm_compile_is_served_by_inductors_graph_cache_with_static_shapes(inductor_cache: Path) -> None:
+    """A compile of a graph inductor compiled before (a later timing process of the build) is
+    loaded from its graph cache, not lowered again, and runs the very code a cold one generated:
+    shapes as the example tensors give them, no symbolic sizes."""
+    from torch._dynamo.utils import counters
+    from torch._inductor.utils import gen_gm_and_inputs
+
+    op_kernels.configure_inductor_cache()
+    x = torch.randn(3, 7, 13)  # a shape no other test compiles: the first compile is cold
+    hashes, sources = [], []
+    counters.clear()
+    for _ in range(2):
+        gm, gm_args = gen_gm_and_inputs(torch.ops.aten.sigmoid.default, (x,), {})
+        with op_kernels.collecting_output_code() as output:
+            compiled = op_kernels.compile_cached(gm, gm_args)
+        (result,) = compiled(*gm_args)
+        assert torch.allclose(result, torch.sigmoid(x))
+        hashes.append(output.code_hash)
+        sources.append("".join(output.sources))
+    assert counters["inductor"]["fxgraph_cache_miss"] == 1
+    assert counters["inductor"]["fxgraph_cache_hit"] == 1
+    assert hashes[0] == hashes[1] and len(hashes[0]) == 12
+    assert "ks0" not in sources[0] and "(3, 7, 13)" in sources[0]
+
+
 def test_kernels_and_their_autotuning_live_in_benchkits_cache_per_torch_build_unless_cold(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -184,6 +184,28 @@ def configure_inductor_cache(*, cold: bool = False) -> Path:
     return path
 
 
+def compile_cached(
+    gm: Any, example_inputs: Sequence[Any], config_patches: dict[str, Any] | None = None
+) -> Any:
+    """``compile_fx`` of `gm` where inductor's graph cache can serve it: in a tracing context
+    of its own (this thread's) with a shape environment, the example tensors handed over as
+    fake tensors of that context's mode with their shapes static, as the tensors themselves
+    give them (real tensors would get symbolic sizes there, and other kernels)."""
+    import torch
+    from torch._guards import TracingContext, tracing
+    from torch._inductor.compile_fx import compile_fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = [
+        fake_mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x
+        for x in example_inputs
+    ]
+    with tracing(TracingContext(fake_mode)):
+        return compile_fx(gm, fakes, config_patches=config_patches)
+
+
 def inductor_cache_files() -> int:
     """Files in inductor's on-disk cache (lock files aside): a compile that adds none found
     every kernel there already (a warm cache)."""

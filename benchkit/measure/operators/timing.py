@@ -25,6 +25,7 @@ from benchkit.measure.operators.kernels import (
     GeneratedKernel,
     OutputCode,
     collecting_output_code,
+    compile_cached,
     generated_kernel,
     inductor_cache_files,
 )
@@ -265,8 +266,6 @@ def _make_graph(index: int, operator: Any, item: OperatorInput, options: Measure
 def _compile(graph: _Graph, options: MeasureOptions) -> CompiledInput:
     """compile_fx per backend. Launches no kernels of its own, so on CUDA it may run in a
     background thread while another operator is timed (`measure_operators`)."""
-    from torch._inductor.compile_fx import compile_fx
-
     compiled: list[Callable[..., Any]] = []
     compile_seconds: list[float] = []
     cached: list[bool] = []
@@ -275,7 +274,7 @@ def _compile(graph: _Graph, options: MeasureOptions) -> CompiledInput:
         files = inductor_cache_files() if options.record_cache_state else 0
         started = time.perf_counter()
         with collecting_output_code() as output:
-            compiled.append(compile_fx(graph.gm, graph.gm_args, config_patches=dict(backend.config_patches)))
+            compiled.append(compile_cached(graph.gm, graph.gm_args, dict(backend.config_patches)))
         compile_seconds.append(time.perf_counter() - started)
         outputs.append(output)
         if options.record_cache_state:
