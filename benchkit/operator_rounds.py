@@ -29,18 +29,23 @@ from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.results.read import LoadedResults
 from benchkit.names import BenchmarkName, Metric, metrics_regexes
 from benchkit.report.gate.noise import replicated_metric
-from benchkit.rounds_policy import OPERATOR_ROUNDS
+from benchkit.rounds_policy import MAIN_RUN_COMPILES, OPERATOR_ROUNDS
 
 REPLICATED = tuple(m for m in Metric if m.replicated)
 
 
 def main_run_settings(config: settings.Settings) -> settings.Settings:
-    """`config` for the main run of a job that judges builds: one operator timing process per
-    build (it compiles, and its timing is not what the verdict reads), unless the user chose a
-    number (``BENCHKIT_OPERATOR_PROCESSES``)."""
-    if config.measure.operator_processes is not None:
-        return config
-    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, operator_processes=1))
+    """`config` for the main run of a job that judges builds: `MAIN_RUN_COMPILES` operator
+    timing processes per build, each compiling (their timings are not what the verdict reads:
+    the interleaved replicates are), unless the user chose a number
+    (``BENCHKIT_OPERATOR_PROCESSES``, ``BENCHKIT_COMPILE_REPLICATES``)."""
+    measure = config.measure
+    processes = measure.operator_processes
+    if processes is None:
+        processes = MAIN_RUN_COMPILES
+    compiling = measure.compile_replicates or min(processes, MAIN_RUN_COMPILES)
+    measure = dataclasses.replace(measure, operator_processes=processes, compile_replicates=compiling)
+    return dataclasses.replace(config, measure=measure)
 
 
 def replicate_regexes(bench: Sequence[str], modules: Collection[str] = ()) -> list[str]:

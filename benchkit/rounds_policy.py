@@ -6,7 +6,8 @@ measures every wall time of the round, `benchkit.wall_rounds`): wall times get
 `WALL_TIME_ROUNDS` from a plain ``asv run``; ``benchkit main`` gives each `FIRST_LOOK_ROUNDS`,
 looks (`first_look`), and adds rounds only where the verdict is still open (`RoundsPlan`,
 `rounds_to_add`; `benchkit.report.gate.rounds_look` applies the look to a run's results).
-Operator timings get `OPERATOR_ROUNDS` replicates (`benchkit.operator_rounds`).
+Operator timings get `OPERATOR_ROUNDS` replicates (`benchkit.operator_rounds`), compile times
+`MAIN_RUN_COMPILES`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ MOVED_MAX_ROUNDS = 48
 # `benchkit.stats.MIN_REPLICATES` a side, and the speedup ratio's median input (2-4 % between
 # processes) gets an MDC under the 10 % ceiling from 6.
 OPERATOR_ROUNDS = 6
+# The main run's operator timing processes per build, each compiling (a cold first: each cold,
+# ~45 s a build on that machine): their compile times are the replicates the gate takes a
+# compile's noise from (`benchkit.report.gate.noise.compile_spread`); one cold compile a side
+# left a pair's noise to its inputs' spread, real changes included (lab/reports/compile-noise.md).
+MAIN_RUN_COMPILES = 2
 
 
 # ---------------------------------------------------------------- two looks at the rounds

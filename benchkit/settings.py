@@ -39,6 +39,7 @@ class Var(enum.Enum):
     OPERATOR_PROCESSES = "BENCHKIT_OPERATOR_PROCESSES"
     OPERATOR_ROUNDS = "BENCHKIT_OPERATOR_ROUNDS"
     OPERATOR_REPLICATES = "BENCHKIT_OPERATOR_REPLICATES"
+    COMPILE_REPLICATES = "BENCHKIT_COMPILE_REPLICATES"
     OPERATORS_JSON = "BENCHKIT_OPERATORS_JSON"
     OPERATOR_LOGS = "BENCHKIT_OPERATOR_LOGS"
     RECOUNT = "BENCHKIT_RECOUNT"
@@ -90,6 +91,10 @@ class MeasureSettings:
     # the main job interleaves across builds (`benchkit.operator_rounds`); else the first
     # round's timing serves the whole asv command.
     operator_replicates: bool = False
+    # How many of the timing processes compile, each in the first one's cache state (a cold
+    # one in an empty cache of its own): their compile times are the replicates that measure
+    # the compile's noise (`benchkit.report.gate.noise.compile_spread`). None: only the first.
+    compile_replicates: int | None = None
     operators_json: Path | None = None  # a file that also receives the operator timing
     operator_logs: tuple[Path, ...] = ()  # empty: the default operator set
     recount: bool = False  # ignore (and replace) stored instruction counts
@@ -230,6 +235,7 @@ def read(environ: Mapping[str, str]) -> Settings:
             operator_processes=_count(environ, Var.OPERATOR_PROCESSES, "processes", least=0),
             operator_rounds=_count(environ, Var.OPERATOR_ROUNDS, "rounds"),
             operator_replicates=_flag(environ, Var.OPERATOR_REPLICATES, False),
+            compile_replicates=_count(environ, Var.COMPILE_REPLICATES, "compiling processes"),
             operators_json=_path(environ, Var.OPERATORS_JSON),
             operator_logs=_paths(environ, Var.OPERATOR_LOGS),
             recount=_flag(environ, Var.RECOUNT, False),
@@ -282,6 +288,7 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.OPERATOR_PROCESSES: _optional(measure.operator_processes),
         Var.OPERATOR_ROUNDS: str(measure.operator_rounds) if measure.operator_rounds else None,
         Var.OPERATOR_REPLICATES: "1" if measure.operator_replicates else None,
+        Var.COMPILE_REPLICATES: _optional(measure.compile_replicates),
         Var.OPERATORS_JSON: str(measure.operators_json) if measure.operators_json else None,
         Var.OPERATOR_LOGS: _join(measure.operator_logs) or None,
         Var.RECOUNT: "1" if measure.recount else None,

@@ -1,6 +1,7 @@
 """Compile times, one cold compile a side: judged under heavy tails (`COMPILE_SIGMA`), so that a
 single input's move beyond the largest that two cold processes of one build showed (x1.35) is not flagged,
-a compile twice as slow is, and an input that stayed within a few percent is unchanged."""
+a compile twice as slow is, and an input that stayed within a few percent is unchanged. With two
+compiles a build (`benchkit main`), their spread is the noise, not the pair's real changes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from benchkit.report.gate import check
 from benchkit.report.gate.check_status import Status
-from benchkit.report.gate.noise import COMPILE_SIGMA, compile_noise
+from benchkit.report.gate.noise import COMPILE_SIGMA, CompileSpread, compile_noise
 from lab.histories import History, commit_hash
 
 INPUTS = 51  # as the default CPU set
@@ -37,8 +38,11 @@ def _two_cold_builds(root: Path, common: float) -> History:
     return project
 
 
-def _verdicts(project: History) -> dict[int, Status]:
-    verdict = check.run_check(commit_hash(0), commit_hash(1), asv_config=project.config)
+REPO_CONFIG = Path(__file__).resolve().parent.parent / "benchkit-check.toml"  # compile: ±50 %
+
+
+def _verdicts(project: History, config: Path | None = None) -> dict[int, Status]:
+    verdict = check.run_check(commit_hash(0), commit_hash(1), asv_config=project.config, config_path=config)
     found = {}
     for c in verdict.comparisons:
         for k in range(INPUTS):
@@ -74,5 +78,43 @@ def test_the_interval_is_the_normal_cores_and_flags_need_the_tails() -> None:
     assert 0.098 < noise.half_width < 0.1  # the normal core: 3.29 sigma
     assert 0.4 < noise.mdc < 0.5  # the smallest flag: a t with 3 df at alpha 0.001, x1.47
     assert not noise.detects(math.log(1.39)) and noise.detects(math.log(1.6))
-    assert compile_noise(None, 0.05).sigma == 0.05  # a noisier pair widens it, never narrows
+    wider = compile_noise(None, CompileSpread(0.05, "its builds' replicates"))
+    assert wider.sigma == 0.05 and "replicates σ 0.05" in wider.basis  # widens it, never narrows
     assert "not interleaved" in noise.basis
+
+
+def _builds_that_changed_every_kernel(root: Path, replicates: bool) -> tuple[History, dict[int, float]]:
+    """Two cold builds whose every input's compile moved for real (a log-normal spread of 0.15,
+    as between two torch releases that changed every kernel); with `replicates`, each build
+    compiled twice, A/A-like (robust sigma 0.02 between its two compiles)."""
+    root.mkdir()
+    project = History(root)
+    rng = random.Random(5)
+    moves = {}
+    for k in range(INPUTS):
+        project.bench(COMPILE.format(k), "seconds", params=[["'x'"]])
+        project.bench(CACHE.format(k), "inductor cache hit (1 warm, 0 cold)", params=[["'x'"]])
+        base = 0.3 + 0.6 * rng.random()
+        moves[k] = rng.gauss(0, 0.15)
+        for index, level in ((0, base), (1, base * math.exp(moves[k]))):
+            compiles = [level * math.exp(rng.gauss(0, 0.014)) for _ in range(2 if replicates else 1)]
+            samples = compiles if replicates else None
+            project.add(index, COMPILE.format(k), sorted(compiles)[len(compiles) // 2], samples)
+            project.add(index, CACHE.format(k), 0.0)
+    project.save()
+    return project, moves
+
+
+def test_replicates_measure_the_noise_where_every_kernel_changed(tmp_path: Path) -> None:
+    """Judged by this project's config (a compile time changes at ±50 %). One compile a side:
+    the pair's spread over its inputs is its real changes (0.15), its MDC beyond ±50 %, so no
+    input is decided. Two a side: their spread is the noise, and every input gets a verdict, none
+    flagged short of the tails' x1.47."""
+    alone, _ = _builds_that_changed_every_kernel(tmp_path / "one", replicates=False)
+    assert set(_verdicts(alone, REPO_CONFIG).values()) == {Status.CANT_TELL}
+    paired, moves = _builds_that_changed_every_kernel(tmp_path / "two", replicates=True)
+    verdicts = _verdicts(paired, REPO_CONFIG)
+    assert Status.CANT_TELL not in verdicts.values(), verdicts
+    for k, status in verdicts.items():
+        if abs(moves[k]) < math.log(1.4):
+            assert status is Status.UNCHANGED, (k, moves[k], status)

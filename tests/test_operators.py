@@ -471,9 +471,23 @@ def _asv_run(selection: str, inductor_cache: Path, **env: str) -> subprocess.Com
 
 
 @pytest.mark.slow
-def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
-    completed = _asv_run("operators.aten_relu_default", inductor_cache, BENCHKIT_OPERATOR_PROCESSES="2")
+def test_asv_runs_the_operator_benchmarks(inductor_cache: Path, tmp_path: Path) -> None:
+    """Two timing processes, both compiling cold (the second in an empty cache of its own, not
+    the first one's kernels): each input's compile time has two samples."""
+    timing = tmp_path / "timing.json"
+    completed = _asv_run(
+        "operators.aten_relu_default",
+        inductor_cache,
+        BENCHKIT_OPERATOR_PROCESSES="2",
+        BENCHKIT_COMPILE_REPLICATES="2",
+        BENCHKIT_INDUCTOR_COLD="1",
+        BENCHKIT_OPERATORS_JSON=str(timing),
+    )
     assert completed.returncode == 0, completed.stdout[-3000:]
+    inputs = json.loads(timing.read_text())["operators"]["aten.relu.default"]["inputs"]
+    for result in inputs.values():
+        assert result["compile_cache_hit"] == 0.0 and len(result["compile_replicates"]) == 2
+        assert op_asv.compile_samples(result)["samples"] == result["compile_replicates"]
     out = completed.stdout
     for method in ("track_compiled_over_eager", "track_eager_seconds", "track_compiled_seconds",
                    "track_compile_seconds", "track_compile_cache_hit", "track_kernel_hash"):  # fmt: skip
@@ -484,7 +498,9 @@ def test_asv_runs_the_operator_benchmarks(inductor_cache: Path) -> None:
 
 def test_processes_combine_by_median_and_keep_failures() -> None:
     def run(eager: float, compiled: float, error: str | None = None, compile_s: float = 1.0) -> dict:
-        inputs = {"a": {"eager_s": eager, "compiled_s": compiled, "compile_s": compile_s, "error": error}}
+        hit = float(compile_s < 1.0)  # as the processes below: the first compiled, the others loaded
+        result = {"eager_s": eager, "compiled_s": compiled, "compile_s": compile_s, "compile_cache_hit": hit}
+        inputs = {"a": {**result, "error": error}}
         measured = {"op": {"inputs": inputs}, "skipped": {"skip": "why"}}
         return {"warm_up_s": 0.5, "elapsed_s": 9.0, "operators": measured}
 
@@ -495,6 +511,11 @@ def test_processes_combine_by_median_and_keep_failures() -> None:
     # Medians: one odd process does not move the result.
     assert (entry["eager_s"], entry["compiled_s"]) == (2.2, 1.0)
     assert entry["compile_s"] == 3.0  # the first process is the one that compiled
+    # Replicates of a compile time: only processes that compiled in the first one's cache state.
+    assert entry["compile_replicates"] == [3.0] and op_asv.compile_samples(entry) == 3.0
+    two_cold = op_asv._combine_processes([run(2.0, 1.0, compile_s=3.0), run(2.0, 1.0, compile_s=3.3)])
+    both = two_cold["operators"]["op"]["inputs"]["a"]
+    assert op_asv.compile_samples(both) == {"samples": [3.0, 3.3], "number": 1}
     assert entry["error"] is None and len(entry["per_process"]) == 3
     assert combined["operators"]["skipped"] == {"skip": "why"}
     failed = op_asv._combine_processes([run(2.0, 1.0), run(2.0, 1.0, error="boom")])

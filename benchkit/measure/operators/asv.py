@@ -152,7 +152,8 @@ def measure_default_set_for_asv(
     if measure.operator_replicates and not cuda:
         default_rounds = REPLICATE_ROUNDS_PER_PROCESS
     rounds = measure.operator_rounds or default_rounds
-    runs, failures = _timing_processes(processes, rounds, device, operators)
+    compiling = min(processes, measure.compile_replicates or 1)
+    runs, failures = _timing_processes(processes, rounds, device, operators, compiling)
     if runs and runs[0].get("no_device"):
         print(f"operators ({device}): {runs[0]['no_device']}: nothing timed", file=sys.stderr, flush=True)
         return {"operators": {}, "no_device": runs[0]["no_device"], "device": device}
@@ -174,14 +175,19 @@ def measure_default_set_for_asv(
 
 
 def _timing_processes(
-    processes: int, rounds: int, device: str, operators: Sequence[str] | None
+    processes: int, rounds: int, device: str, operators: Sequence[str] | None, compiling: int = 1
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Each timing process's result, one after another, and a line per failed process; stops
-    after the first when it found no device."""
+    after the first when it found no device. The first `compiling` processes compile in the
+    first one's cache state: after a cold first, each later one in an empty cache of its own."""
     runs: list[dict[str, Any]] = []
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="benchkit-operators-") as scratch:
         for index in range(processes):
+            environ = child_env()
+            if 0 < index < compiling and runs and _compiled_cold(runs[0]):
+                environ = {**environ, "TORCHINDUCTOR_CACHE_DIR": str(Path(scratch) / f"cold{index}")}
+                environ["TRITON_CACHE_DIR"] = str(Path(scratch) / f"cold{index}" / "triton")
             print(
                 f"operators ({device}): timing process {index + 1}/{processes}", file=sys.stderr, flush=True
             )
@@ -196,7 +202,7 @@ def _timing_processes(
             ]
             if operators is not None:
                 command.append(",".join(operators))
-            completed = subprocess.run([sys.executable, *command], check=False, env=child_env())
+            completed = subprocess.run([sys.executable, *command], check=False, env=environ)
             if completed.returncode == 0 and out.exists():
                 runs.append(json.loads(out.read_text()))
             else:
@@ -204,6 +210,17 @@ def _timing_processes(
             if runs and runs[0].get("no_device"):
                 break
     return runs, failures
+
+
+def _compiled_cold(run: dict[str, Any]) -> bool:
+    """Whether a timing process compiled every input it compiled cold (none found in the cache)."""
+    hits = [
+        result.get("compile_cache_hit", math.nan)
+        for entry in run.get("operators", {}).values()
+        for result in entry.get("inputs", {}).values()
+    ]
+    known = [hit for hit in hits if math.isfinite(hit)]
+    return bool(known) and not any(known)
 
 
 def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None = None) -> dict[str, Any]:
@@ -275,6 +292,16 @@ def replicate_samples(result: dict[str, Any], metric: Metric) -> dict[str, Any]:
     return {"samples": finite, "number": 1} if finite else math.nan  # type: ignore[return-value]
 
 
+def compile_samples(result: dict[str, Any]) -> Any:
+    """An input's compile seconds as asv reads them: with several processes compiling in one
+    cache state (``BENCHKIT_COMPILE_REPLICATES``), a sample per compile and asv's value their
+    median; else the one compile's seconds."""
+    replicates = [c for c in result.get("compile_replicates", ()) if math.isfinite(c) and c > 0]
+    if len(replicates) > 1:
+        return {"samples": replicates, "number": 1}
+    return result["compile_s"]
+
+
 def _replicate_value(eager_s: float, compiled_s: float, metric: Metric) -> float:
     if metric is Metric.EAGER_SECONDS:
         return eager_s
@@ -305,7 +332,8 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     error): a failure that comes and goes is worth seeing, not averaging away.
     Compile seconds and their cache state are the first process's, the one that compiled;
     so is the generated kernel, with each process's beside it (they share one cache, so they
-    agree unless a cache was not used).
+    agree unless a cache was not used). ``compile_replicates``: the compile seconds of every
+    process that compiled in the first one's cache state (`compile_samples`).
     """
     first = runs[0]
     combined: dict[str, Any] = {
@@ -326,6 +354,11 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "eager_s": statistics.median(r["eager_s"] for r in per_process),
                 "compiled_s": statistics.median(r["compiled_s"] for r in per_process),
                 "compile_s": result["compile_s"],
+                "compile_replicates": [
+                    r["compile_s"]
+                    for r in per_process
+                    if r.get("compile_cache_hit") == result.get("compile_cache_hit")
+                ],
                 "compile_cache_hit": result.get("compile_cache_hit", math.nan),
                 **{key: value for key, value in result.items() if key.startswith("kernel")},
                 "error": error,

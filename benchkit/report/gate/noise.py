@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import statistics
 from collections.abc import Callable, Sequence
 
 from benchkit.history.results.read import Measurement, ResultSet
@@ -55,15 +56,17 @@ from benchkit.stats import (
 )
 
 MIN_SAMPLES = 5  # per side, for a within-run spread
-# An operator input's cold compile time: once per build, each in its build's own run (not
-# interleaved). Between two cold compiles of one build in fresh processes its log ratio spreads by
-# a robust sigma of 0.018-0.033 over the 51 inputs of the default set, but single inputs moved by
-# up to x1.35, 16 sigma (lab/reports/compile-noise.md): a normal test would flag an input in most
+# An operator input's cold compile time: measured in its build's own run (not interleaved), by
+# `benchkit main` in two processes a build (`benchkit.rounds_policy.MAIN_RUN_COMPILES`).
+# Between two cold compiles of one build in fresh processes its log ratio spreads by a robust
+# sigma of 0.018-0.033 over the 51 inputs of the default set, but single inputs moved by up to
+# x1.35, 16 sigma (lab/reports/compile-noise.md): a normal test would flag an input in most
 # such pairs. So a compile time's noise is a Student t with COMPILE_TAIL_DF degrees of freedom
-# scaled by COMPILE_SIGMA, or by the pair's own spread over its inputs where that is larger
-# (`compile_spread`, MIN_COMPILE_INPUTS; it also holds real changes of single inputs): it flags,
-# and its MDC is, only changes far beyond those tails (x1.47 at sigma 0.03 and alpha 0.001). The
-# interval a row shows and an interval's "unchanged" vouches for is the normal core's
+# scaled by COMPILE_SIGMA, or where larger by the spread between the builds' own replicates
+# (without them the pair's spread over its inputs, real changes of single inputs included:
+# `compile_spread`, MIN_COMPILE_INPUTS) or the history's: it flags, and its MDC is, only
+# changes far beyond those tails (x1.47 at sigma 0.03 and alpha 0.001). The interval a row
+# shows and an interval's "unchanged" vouches for is the normal core's
 # (`Noise.interval_critical`); single inputs of one build left it 4 times in the 204 measured.
 COMPILE_SIGMA = 0.03
 COMPILE_TAIL_DF = 3.0
@@ -323,7 +326,7 @@ def estimate(
     count_move: int | None = None,
     figure: Metric | None = None,
     prior: VariancePrior | None = None,
-    compile_spread: float | None = None,
+    compile_spread: CompileSpread | None = None,
 ) -> Noise:
     """The noise of one comparison: for a wall time with `MIN_ROUNDS` rounds a side, the rounds
     test; otherwise the largest of the history's spread and (for counts) Callgrind's prior.
@@ -376,31 +379,64 @@ def history_df(pairs: int) -> float:
     return 0.45 * pairs + 1.0
 
 
-def compile_spread(base: ResultSet, head: ResultSet) -> float | None:
-    """The robust sigma of the pair's compile-time log ratios about their median, over the
-    inputs with a compile time on both sides; None with fewer than `MIN_COMPILE_INPUTS`. A
-    change common to every input does not widen it; real changes of single inputs do."""
+@dataclasses.dataclass(frozen=True)
+class CompileSpread:
+    """How far a pair's compile times spread, and what that was measured on."""
+
+    sigma: float
+    source: str
+
+
+def compile_spread(base: ResultSet, head: ResultSet) -> CompileSpread | None:
+    """The spread of the log ratio of the pair's compile times: from the builds' own replicates
+    where they have them, else from the pair's inputs. None with fewer than
+    `MIN_COMPILE_INPUTS` values.
+
+    Replicates (several processes compiling in one cache state): the robust sigma about their
+    median of the log ratio of an input's first two compiles in one build, over the inputs of
+    both builds, is that of two single compiles; divided by sqrt 2 where both builds' values
+    are medians of two or more compiles (that of the ratio of two builds' means of two).
+    Without them, the robust sigma of the pair's log ratios about their median: a change
+    common to every input does not widen it, real changes of single inputs do."""
+    within: list[float] = []
+    replicated: list[bool] = []  # per build: most of its compile times are medians of several
+    for side in (base, head):
+        counts = []
+        for key, m in side.measurements.items():
+            if BenchmarkName.parse(key[0]).metric is not Metric.COMPILE_SECONDS or not m.has_number:
+                continue
+            positive = [x for x in (m.samples or ()) if x > 0]
+            counts.append(len(positive))
+            if len(positive) >= 2:
+                within.append(math.log(positive[1] / positive[0]))
+        replicated.append(bool(counts) and statistics.median(counts) >= 2)
+    if len(within) >= MIN_COMPILE_INPUTS and (sigma := robust_sigma(within)) is not None:
+        both = all(replicated)
+        source = f"its builds' replicates ({len(within)} pairs of compiles)"
+        return CompileSpread(sigma / math.sqrt(2) if both else sigma, source)
     ratios = [
         d
         for key, after in head.measurements.items()
         if BenchmarkName.parse(key[0]).metric is Metric.COMPILE_SECONDS
         and (d := log_ratio(base.measurements.get(key), after)) is not None
     ]
-    return robust_sigma(ratios) if len(ratios) >= MIN_COMPILE_INPUTS else None
+    if len(ratios) >= MIN_COMPILE_INPUTS and (sigma := robust_sigma(ratios)) is not None:
+        return CompileSpread(sigma, "the pair's spread over its inputs")
+    return None
 
 
-def compile_noise(history: HistoryNoise | None, spread: float | None) -> Noise:
+def compile_noise(history: HistoryNoise | None, spread: CompileSpread | None) -> Noise:
     """A compile time's noise (see `COMPILE_SIGMA`): the largest of the prior, the pair's
-    spread over its inputs and the figure's history, under a t with `COMPILE_TAIL_DF` degrees
-    of freedom for flags and the normal core for its interval."""
+    spread (`compile_spread`) and the figure's history, under a t with `COMPILE_TAIL_DF`
+    degrees of freedom for flags and the normal core for its interval."""
     sources = [(COMPILE_SIGMA, "cold-compile prior")]
     if spread is not None:
-        sources.append((spread, "the pair's spread over its inputs"))
+        sources.append((spread.sigma, spread.source))
     if history is not None:
         sources.append((history.sigma, f"{history.source}: {history.pairs} pairs"))
     sigma = max(s for s, _ in sources)
     basis = (
-        "one cold compile a side, each in its build's own run (not interleaved); "
+        "each build compiled in its own run (not interleaved); "
         + "; ".join(f"{label} σ {s:.2g}" for s, label in sources)
         + f"; flagged under heavy tails (t, {COMPILE_TAIL_DF:.0f} df)"
     )

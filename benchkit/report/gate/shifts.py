@@ -22,6 +22,7 @@ from benchkit.history.results.read import ResultSet
 from benchkit.names import Metric, MetricKind
 from benchkit.report.gate.noise import (
     MIN_SAMPLES,
+    CompileSpread,
     HistoryNoise,
     Key,
     compile_spread,
@@ -221,7 +222,7 @@ class PairNoise:
     interleaved: bool = False
     # Per operator timing metric, its replicates' variance over the pair's figures (`replicate_priors`).
     replicate_priors: Mapping[Metric, VariancePrior] = dataclasses.field(default_factory=dict)
-    compile_spread: float | None = None  # of the pair's compile times over its inputs (`compile_spread`)
+    compile_spread: CompileSpread | None = None  # of the pair's compile times (`compile_spread`)
 
     @property
     def build_wide(self) -> EnvShift | None:
