@@ -83,10 +83,13 @@ def test_the_interval_is_the_normal_cores_and_flags_need_the_tails() -> None:
     assert "not interleaved" in noise.basis
 
 
-def _builds_that_changed_every_kernel(root: Path, replicates: bool) -> tuple[History, dict[int, float]]:
+def _builds_that_changed_every_kernel(
+    root: Path, replicates: bool, drifts: tuple[float, float] = (1.0, 1.0)
+) -> tuple[History, dict[int, float]]:
     """Two cold builds whose every input's compile moved for real (a log-normal spread of 0.15,
     as between two torch releases that changed every kernel); with `replicates`, each build
-    compiled twice, A/A-like (robust sigma 0.02 between its two compiles)."""
+    compiled twice, A/A-like (robust sigma 0.02 between its two compiles), its second compile
+    slower by its build's drift (the machine's weather between the two processes)."""
     root.mkdir()
     project = History(root)
     rng = random.Random(5)
@@ -98,6 +101,7 @@ def _builds_that_changed_every_kernel(root: Path, replicates: bool) -> tuple[His
         moves[k] = rng.gauss(0, 0.15)
         for index, level in ((0, base), (1, base * math.exp(moves[k]))):
             compiles = [level * math.exp(rng.gauss(0, 0.014)) for _ in range(2 if replicates else 1)]
+            compiles[1:] = [c * drifts[index] for c in compiles[1:]]
             samples = compiles if replicates else None
             project.add(index, COMPILE.format(k), sorted(compiles)[len(compiles) // 2], samples)
             project.add(index, CACHE.format(k), 0.0)
@@ -108,13 +112,17 @@ def _builds_that_changed_every_kernel(root: Path, replicates: bool) -> tuple[His
 def test_replicates_measure_the_noise_where_every_kernel_changed(tmp_path: Path) -> None:
     """Judged by this project's config (a compile time changes at ±50 %). One compile a side:
     the pair's spread over its inputs is its real changes (0.15), its MDC beyond ±50 %, so no
-    input is decided. Two a side: their spread is the noise, and every input gets a verdict, none
+    input is decided. Two a side: their spread is the noise, and the inputs get verdicts, none
     flagged short of the tails' x1.47."""
     alone, _ = _builds_that_changed_every_kernel(tmp_path / "one", replicates=False)
     assert set(_verdicts(alone, REPO_CONFIG).values()) == {Status.CANT_TELL}
-    paired, moves = _builds_that_changed_every_kernel(tmp_path / "two", replicates=True)
+    # Each build's second process in other weather (x1.10 on base, x0.93 on head): a shift of
+    # all its compiles, not a spread between inputs.
+    paired, moves = _builds_that_changed_every_kernel(tmp_path / "two", replicates=True, drifts=(1.1, 0.93))
     verdicts = _verdicts(paired, REPO_CONFIG)
-    assert Status.CANT_TELL not in verdicts.values(), verdicts
+    # At most a real move at the edge of detection (beyond x1.3) is left open.
+    assert sum(status is Status.CANT_TELL for status in verdicts.values()) <= 2, verdicts
     for k, status in verdicts.items():
-        if abs(moves[k]) < math.log(1.4):
+        if abs(moves[k]) < math.log(1.3):
             assert status is Status.UNCHANGED, (k, moves[k], status)
+        assert status not in (Status.REGRESSION, Status.IMPROVEMENT), (k, moves[k], status)

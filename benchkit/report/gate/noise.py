@@ -392,25 +392,30 @@ def compile_spread(base: ResultSet, head: ResultSet) -> CompileSpread | None:
     where they have them, else from the pair's inputs. None with fewer than
     `MIN_COMPILE_INPUTS` values.
 
-    Replicates (several processes compiling in one cache state): the robust sigma about their
-    median of the log ratio of an input's first two compiles in one build, over the inputs of
-    both builds, is that of two single compiles; divided by sqrt 2 where both builds' values
-    are medians of two or more compiles (that of the ratio of two builds' means of two).
+    Replicates (several processes compiling in one cache state): the robust sigma of the log
+    ratio of an input's first two compiles in one build, each build's about its own median (the
+    second process of a build may run in other weather than its first: a shift common to its
+    inputs, not their noise), over the inputs of both builds, is that of two single compiles;
+    divided by sqrt 2 where both builds' values are medians of two or more compiles (that of
+    the ratio of two builds' means of two).
     Without them, the robust sigma of the pair's log ratios about their median: a change
     common to every input does not widen it, real changes of single inputs do."""
-    within: list[float] = []
+    within: list[float] = []  # each about its build's median
     replicated: list[bool] = []  # per build: most of its compile times are medians of several
     for side in (base, head):
-        counts = []
+        logs, counts = [], []
         for key, m in side.measurements.items():
             if BenchmarkName.parse(key[0]).metric is not Metric.COMPILE_SECONDS or not m.has_number:
                 continue
             positive = [x for x in (m.samples or ()) if x > 0]
             counts.append(len(positive))
             if len(positive) >= 2:
-                within.append(math.log(positive[1] / positive[0]))
+                logs.append(math.log(positive[1] / positive[0]))
+        if logs:
+            middle = statistics.median(logs)
+            within.extend(x - middle for x in logs)
         replicated.append(bool(counts) and statistics.median(counts) >= 2)
-    if len(within) >= MIN_COMPILE_INPUTS and (sigma := robust_sigma(within)) is not None:
+    if len(within) >= MIN_COMPILE_INPUTS and (sigma := robust_sigma(within, center=0.0)) is not None:
         both = all(replicated)
         source = f"its builds' replicates ({len(within)} pairs of compiles)"
         return CompileSpread(sigma / math.sqrt(2) if both else sigma, source)
