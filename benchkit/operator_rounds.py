@@ -43,7 +43,8 @@ def main_run_settings(config: settings.Settings) -> settings.Settings:
     processes = measure.operator_processes
     if processes is None:
         processes = MAIN_RUN_COMPILES
-    compiling = measure.compile_replicates or min(processes, MAIN_RUN_COMPILES)
+    # At least 1: with no timing process (0) nothing compiles either way, and 0 is no valid count.
+    compiling = measure.compile_replicates or max(1, min(processes, MAIN_RUN_COMPILES))
     measure = dataclasses.replace(measure, operator_processes=processes, compile_replicates=compiling)
     return dataclasses.replace(config, measure=measure)
 

@@ -109,3 +109,19 @@ def test_a_run_record_is_written_and_read_back(tmp_path: Path) -> None:
     assert "4 rounds x 3 samples" in record.describe() and "inductor cold" in record.describe()
     path.write_text("{not json")
     assert settings_record.records_of(tmp_path, "box", commit) == {}
+
+
+def test_the_main_run_compiles_twice_unless_told_otherwise() -> None:
+    """`benchkit main`'s main run: two timing processes that both compile; the user's process
+    count is kept (none at all still names a valid count for the benchmark processes)."""
+    from benchkit.operator_rounds import main_run_settings
+
+    def main_run(environ: dict[str, str]) -> tuple[int | None, int | None]:
+        measure = main_run_settings(settings.read(environ)).measure
+        settings.read(settings.to_environ(main_run_settings(settings.read(environ))))  # reads back
+        return measure.operator_processes, measure.compile_replicates
+
+    assert main_run({}) == (2, 2)
+    assert main_run({"BENCHKIT_OPERATOR_PROCESSES": "3"}) == (3, 2)
+    assert main_run({"BENCHKIT_OPERATOR_PROCESSES": "0"}) == (0, 1)
+    assert main_run({"BENCHKIT_COMPILE_REPLICATES": "3", "BENCHKIT_OPERATOR_PROCESSES": "3"}) == (3, 3)
