@@ -26,7 +26,7 @@ import pytest
 
 from benchkit.names import OPERATOR_METRICS
 from benchkit.operator_rounds import REPLICATED
-from benchkit.rounds_policy import FIRST_LOOK_ROUNDS, OPERATOR_ROUNDS
+from benchkit.rounds_policy import FIRST_LOOK_ROUNDS, MAIN_RUN_COMPILES, OPERATOR_ROUNDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SELECTION = "Pointwise_Math_add_Tensor_Scalar_(PYTHON|CPP)_EAGER_FORWARD_t1|aten_relu_default"
@@ -99,15 +99,19 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     # Per build: 2 wall times, 2 counts, every operator metric x ReLU's inputs.
     assert metrics["time_wall"] == 4 and metrics["track_instructions"] == 4, metrics
     assert metrics["operators."] >= 2 * len(OPERATOR_METRICS), metrics
-    # The operator timings: the main run's process and the interleaved replicates of the job's pair.
+    # The operator timings: the main run's processes and the interleaved replicates of the job's pair.
     for path in results:
         for name, samples in _numbers(path, "samples").items():
             if name.startswith("operators.") and any(name.endswith(m.method) for m in REPLICATED):
-                assert samples and all(len(s) == 1 + OPERATOR_ROUNDS for s in samples), (
+                assert samples and all(len(s) == MAIN_RUN_COMPILES + OPERATOR_ROUNDS for s in samples), (
                     path.name,
                     name,
                     samples,
                 )
+            if name.startswith("operators.") and name.endswith("track_compile_seconds"):
+                # both main-run processes compiled cold (a fresh clone: empty caches)
+                compiles = [len(s) for s in samples]
+                assert compiles and set(compiles) == {MAIN_RUN_COMPILES}, (path.name, name, samples)
     methods = len(OPERATOR_METRICS)  # the operator suite's metrics, each once per build
     assert metrics["operators_cuda."] == (0 if torch_has_cuda() else 2 * methods), metrics
     # Exit 0, or 1 only because the gate judged the two real torch versions different.
