@@ -11,8 +11,8 @@ them, and only those of failed tests are kept (``tmp_path_retention_policy``).
 CI runs the suite on both cores (pytest-xdist, ``-n 2``, whole files per worker): the workers
 share the session root and its cache (shards are built under a lock and renamed into place),
 a file with a test marked ``quiet`` (its verdict rests on wall times it measures) runs while
-no other test does (`support.quiet`), and files are handed out quiet ones first, then those
-with slow tests, so that no long file starts last.
+no other test does (`support.quiet`): the quiet files go first, one after another on one
+worker, while the other waits; then files with slow tests, so that no long file starts last.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.quiet import QuietLock
+from support.quiet import QuietLock, quiet_first_scheduler, write_quiet_scopes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +56,8 @@ else:  # reuse compiled shards across local test runs
 
 # Files with a ``quiet`` test (filled at collection): each runs alone (support.quiet).
 _QUIET_FILES: set[Path] = set()
+# Their test-id scopes, written by the collecting workers for xdist's controller.
+_QUIET_SCOPES = _SESSION_ROOT / "quiet-scopes.json"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -78,6 +81,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _QUIET_FILES.update(item.path for item in items if "quiet" in item.keywords)
+    write_quiet_scopes(items, _QUIET_SCOPES)  # for xdist's scheduler, in the controller
     if os.environ.get("BENCHKIT_SLOW") == "1":
         # Files that run alone first (while they run the other worker waits, whenever they
         # come), then files with slow tests, then the quick ones, which even out the two
@@ -98,6 +102,10 @@ def repo_root() -> Path:
 
 
 _QUIET_LOCK = QuietLock(_SESSION_ROOT / "quiet")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return quiet_first_scheduler(config, log, _QUIET_SCOPES)
 
 
 @pytest.fixture(scope="module", autouse=True)

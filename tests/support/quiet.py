@@ -17,9 +17,15 @@ the session). The kernel drops a lock when its holder dies, so a crashed worker 
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchkit.util import atomic_write_text
 
 
 class QuietLock:
@@ -43,3 +49,59 @@ class QuietLock:
                 fcntl.flock(machine, fcntl.LOCK_UN)
                 if alone:
                     fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+def write_quiet_scopes(items: Sequence[pytest.Item], path: Path) -> None:
+    """The quiet files' scopes (a test id up to ``::``, xdist's file scope), written by each
+    collecting worker for the controller's scheduler, which does not collect."""
+    scopes = sorted({item.nodeid.split("::", 1)[0] for item in items if "quiet" in item.keywords})
+    atomic_write_text(path, json.dumps(scopes))
+
+
+def quiet_first_scheduler(config: pytest.Config, log: Any, scopes_file: Path) -> Any:
+    """For ``--dist loadfile``: xdist's file scheduler that hands every file with a quiet test
+    to one worker, one after another, and nothing to the others until those files are done;
+    None (xdist's own) otherwise. With the lock alone, a quiet file handed out while the other
+    worker was in a long file waited for all of it (475 s of one worker idle in a 57-minute CI
+    run); here the quiet phase comes first and whole."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class QuietFirstScheduling(LoadFileScheduling):
+        _quiet: frozenset[str] | None = None
+
+        def _quiet_scopes(self) -> frozenset[str]:
+            if self._quiet is None:  # read once collection is complete
+                self._quiet = frozenset(json.loads(scopes_file.read_text()) if scopes_file.is_file() else ())
+            return self._quiet
+
+        def _quiet_left(self) -> bool:
+            quiet = self._quiet_scopes()
+            if any(scope in quiet for scope in self.workqueue):
+                return True
+            return any(
+                scope in quiet and not all(unit.values())
+                for assigned in self.assigned_work.values()
+                for scope, unit in assigned.items()
+            )
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if self._quiet_left():
+                if node is not self.nodes[0]:
+                    return  # idle while the quiet files run
+                queued = [scope for scope in self.workqueue if scope in self._quiet_scopes()]
+                if queued:
+                    self.workqueue.move_to_end(queued[0], last=False)
+                # else the last quiet file runs here, and the next file is queued behind it: a
+                # worker runs its last test only once it knows what follows (or is told to stop)
+            super()._assign_work_unit(node)
+
+        def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+            quiet_before = self._quiet_left()
+            super().mark_test_complete(node, item_index, duration)
+            if quiet_before and not self._quiet_left():
+                for other in self.nodes:
+                    self._reschedule(other)
+
+    return QuietFirstScheduling(config, log)
