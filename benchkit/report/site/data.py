@@ -30,7 +30,7 @@ from benchkit.report.gate import check, check_config
 from benchkit.report.gate.check_types import Comparison
 from benchkit.report.gate.noise import HistoryNoise
 from benchkit.stats import quantiles
-from benchkit.util import forked_map
+from benchkit.util import bulk_load, forked_map
 
 # benchkit.history.builds.build_step.BUILD_FILE; not imported from there to keep publishing light.
 BUILD_FILE = "benchkit-build.json"
@@ -297,7 +297,9 @@ def load_site_data(
     conf = loaded.conf if loaded else conf or load_asv_config(conf_path)
     if not os.path.isdir(conf.results_dir):
         raise UserError(f"no asv results in {conf.results_dir}: run asv first (`asv run`, `benchkit main`)")
-    loaded = loaded or read_results(conf, [] if skip_damaged else None)
+    if loaded is None:
+        with bulk_load():
+            loaded = read_results(conf, [] if skip_damaged else None)
     machines = loaded.machines
     repo = get_repo(conf)
     results = {
