@@ -9,10 +9,17 @@ defaults, and ``benchkit publish`` on it, alternating, and prints the medians an
 Target: benchkit's pages add at most 50% to asv's own publish time.
 
     python -m lab.bench_publish [--commits 100] [--benchmarks 300] [--repeat 3] [--keep DIR]
+    python -m lab.bench_publish --size 300x700 --size 1000x1400 --repeat 1 --no-asv-search \
+        --phases --markdown lab/reports/publish-scale.md
 
 It then prints the size of each page a user opens (the site's top-level pages and the largest
 why page) and how long headless Chromium takes to load each of the largest from disk (the
 page's own navigation timing: from navigation start to its load event).
+
+With several ``--size COMMITSxBENCHMARKS`` the histories are measured one after another in one
+run and summed up in one table (``--markdown`` writes it); ``--phases`` adds where benchkit's
+own pages spend their time (reading the results, judging every pair, the regressions page's
+steps, rendering the rest), measured in this process after the timed runs.
 
 The generator is lab/synthetic.py (the site tests use it with a few commits).
 """
@@ -95,63 +102,186 @@ def _load_times(pages: list[Path]) -> list[float]:
         browser.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class SizeFigures:
+    commits: int
+    benchmarks: int
+    asv_search: list[Timing]
+    asv: list[Timing]
+    benchkit: list[Timing]
+    sizes: list[tuple[int, Path]]
+    loads: list[float]
+    why_pages: int
+    phases: list[tuple[str, float]]
+
+    def row(self) -> list[str]:
+        def median(runs: list[Timing]) -> str:
+            return f"{statistics.median(t.wall_s for t in runs):.1f}" if runs else "–"
+
+        largest, load = (self.sizes[0][0], max(self.loads)) if self.sizes else (0, 0.0)
+        phases = ", ".join(f"{name} {seconds:.1f}" for name, seconds in self.phases) or "–"
+        return [
+            f"{self.commits} × {self.benchmarks}",
+            median(self.asv_search),
+            median(self.asv),
+            median(self.benchkit),
+            phases,
+            f"{len(self.sizes)} ({self.why_pages} why)",
+            f"{largest / 2**20:.2f}",
+            f"{load:.2f}",
+        ]
+
+
+TABLE_HEAD = (
+    "history (commits × benchmarks)",
+    "asv publish, asv's defaults (s)",
+    "asv publish as benchkit configures it (s)",
+    "benchkit publish (s)",
+    "benchkit's pages by phase, one process after the runs (s)",
+    "pages a user opens",
+    "largest page (MiB)",
+    "slowest load of the largest pages (s)",
+)
+
+
+def _page_phases(conf: Path) -> list[tuple[str, float]]:
+    """Seconds of each part of benchkit's pages, one after another in this process."""
+    from benchkit.report.site import data, pages, render
+
+    laps: list[tuple[str, float]] = []
+    started = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal started
+        now = time.perf_counter()
+        laps.append((name, now - started))
+        started = now
+
+    site = data.load_site_data(conf)
+    lap("read")
+    pairs = data.pair_changes(site)
+    lap("judge pairs")
+    steps = pages.regression_sections(site)
+    lap("steps")
+    saved = render.pair_changes, render.regression_sections
+    render.pair_changes, render.regression_sections = (lambda _: pairs), (lambda _: steps)
+    try:
+        render.render_pages(site)
+    finally:
+        render.pair_changes, render.regression_sections = saved
+    lap("render")
+    return laps
+
+
+def measure_size(root: Path, commits: int, benchmarks: int, args: argparse.Namespace) -> SizeFigures:
+    started = time.perf_counter()
+    print(f"writing {commits} commits x {benchmarks} benchmarks into {root} ...", file=sys.stderr)
+    conf = make_project(root, commits, benchmarks)
+    print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    asv_cmd = [sys.executable, "-m", "asv", "publish", "--config", str(conf)]
+    bk_cmd = [sys.executable, "-m", "benchkit.cli", "publish", "--asv-config", str(conf)]
+    search_cmd = [sys.executable, "-m", "asv", "publish", "--config", str(_with_asvs_regression_search(conf))]
+    asv_runs: list[Timing] = []
+    bk_runs: list[Timing] = []
+    search_runs: list[Timing] = []
+    for i in range(args.repeat):
+        if args.asv_search:
+            search_runs.append(_timed(search_cmd, root))
+        asv_runs.append(_timed(asv_cmd, root))
+        bk_runs.append(_timed(bk_cmd, REPO_ROOT))
+        searched = f"with its regression search {search_runs[-1].wall_s:.2f} s, " if search_runs else ""
+        print(f"  run {i + 1}: asv publish {searched}as benchkit configures it {asv_runs[-1].wall_s:.2f} s, "
+              f"benchkit publish {bk_runs[-1].wall_s:.2f} s", file=sys.stderr)  # fmt: skip
+    sizes = _page_sizes(root / "html")
+    loads = _load_times([p for _, p in sizes[:LOADED_PAGES]])
+    phases = _page_phases(conf) if args.phases else []
+    why = len(list((root / "html" / "why").glob("*.html")))
+    figures = SizeFigures(commits, benchmarks, search_runs, asv_runs, bk_runs, sizes, loads, why, phases)
+    _print_size(root, figures)
+    return figures
+
+
+def _print_size(root: Path, f: SizeFigures) -> None:
+    pages = sorted(p.name for p in (root / "html").glob("*.html"))
+    print(f"history: {f.commits} commits x {f.benchmarks} benchmarks (machine {MACHINE})")
+    print(f"pages: {len(pages)} top-level, {f.why_pages} why pages")
+    if f.asv_search:
+        print(_summary("asv publish with asv's regression search (asv's default)", f.asv_search))
+    print(_summary("asv publish as benchkit configures it", f.asv))
+    print(_summary("benchkit publish", f.benchkit))
+    asv_s = statistics.median(t.wall_s for t in f.asv)
+    bk_s = statistics.median(t.wall_s for t in f.benchkit)
+    asv_cpu = statistics.median(t.cpu_s for t in f.asv)
+    bk_cpu = statistics.median(t.cpu_s for t in f.benchkit)
+    cpu_added, wall_added = (bk_cpu - asv_cpu) / asv_cpu, (bk_s - asv_s) / asv_s
+    print(f"CPU:  benchkit/asv = {bk_cpu / asv_cpu:.2f}: our pages cost {cpu_added * 100:.0f}% "
+          "of asv's CPU time (they run beside asv, so wall time grows less)")  # fmt: skip
+    print(f"wall: benchkit/asv = {bk_s / asv_s:.2f}: our pages add {wall_added * 100:.0f}% (target <= 50%)")
+    if f.phases:
+        print("benchkit's pages alone: " + ", ".join(f"{n} {s:.1f} s" for n, s in f.phases))
+    print(f"pages a user opens: {len(f.sizes)}, {sum(n for n, _ in f.sizes) / 2**20:.1f} MiB in all")
+    for (size, page), load in zip(f.sizes, f.loads, strict=False):
+        print(f"  {size / 2**20:6.2f} MiB  loads in {load:5.2f} s  {page.relative_to(root / 'html')}")
+    print("publishing is not incremental: after one more build the whole publish runs again")
+
+
+def _markdown(figures: list[SizeFigures], command: str) -> str:
+    lines = [
+        "# `benchkit publish` on long, wide histories",
+        "",
+        f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, this project's",
+        "2-core development machine. Synthetic histories (lab/synthetic.py: instruction counts with",
+        "profiles, wall times with samples, parameterized operator tracks); medians of the runs.",
+        "benchkit publish runs asv publish beside its own pages. Publishing is not incremental:",
+        "a history that gained one build is published whole again.",
+        "",
+        "| " + " | ".join(TABLE_HEAD) + " |",
+        "|" + "---|" * len(TABLE_HEAD),
+    ]
+    lines += ["| " + " | ".join(f.row()) + " |" for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+def _size(text: str) -> tuple[int, int]:
+    commits, _, benchmarks = text.partition("x")
+    if not (commits.isdigit() and benchmarks.isdigit()):
+        raise argparse.ArgumentTypeError(f"--size {text!r}: COMMITSxBENCHMARKS, e.g. 300x700")
+    return int(commits), int(benchmarks)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=100)
     parser.add_argument("--benchmarks", type=int, default=300)
+    parser.add_argument("--size", type=_size, action="append", help="COMMITSxBENCHMARKS (repeatable)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each, alternating")
-    parser.add_argument("--keep", type=Path, help="build the project here and keep it (default: a temp dir)")
+    parser.add_argument("--no-asv-search", dest="asv_search", action="store_false",
+                        help="leave out asv publish with asv's own regression search")  # fmt: skip
+    parser.add_argument("--phases", action="store_true", help="time the parts of benchkit's pages")
+    parser.add_argument("--markdown", type=Path, help="write the table here")
+    parser.add_argument(
+        "--keep", type=Path, help="build the projects here and keep them (default: a temp dir)"
+    )
     args = parser.parse_args()
 
-    root = args.keep or Path(tempfile.mkdtemp(prefix="benchkit-publish-bench-"))
+    sizes = args.size or [(args.commits, args.benchmarks)]
+    base = args.keep or Path(tempfile.mkdtemp(prefix="benchkit-publish-bench-"))
+    figures = []
     try:
-        started = time.perf_counter()
-        print(
-            f"writing {args.commits} commits x {args.benchmarks} benchmarks into {root} ...", file=sys.stderr
-        )
-        conf = make_project(root, args.commits, args.benchmarks)
-        print(f"  done in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-        asv_cmd = [sys.executable, "-m", "asv", "publish", "--config", str(conf)]
-        bk_cmd = [sys.executable, "-m", "benchkit.cli", "publish", "--asv-config", str(conf)]
-        searching = _with_asvs_regression_search(conf)
-        search_cmd = [sys.executable, "-m", "asv", "publish", "--config", str(searching)]
-        asv_runs: list[Timing] = []
-        bk_runs: list[Timing] = []
-        search_runs: list[Timing] = []
-        for i in range(args.repeat):
-            search_runs.append(_timed(search_cmd, root))
-            asv_runs.append(_timed(asv_cmd, root))
-            bk_runs.append(_timed(bk_cmd, REPO_ROOT))
-            print(f"  run {i + 1}: asv publish with its regression search {search_runs[-1].wall_s:.2f} s, "
-                  f"without {asv_runs[-1].wall_s:.2f} s, benchkit publish {bk_runs[-1].wall_s:.2f} s",
-                  file=sys.stderr)  # fmt: skip
-        asv_s = statistics.median(t.wall_s for t in asv_runs)
-        bk_s = statistics.median(t.wall_s for t in bk_runs)
-        asv_cpu = statistics.median(t.cpu_s for t in asv_runs)
-        bk_cpu = statistics.median(t.cpu_s for t in bk_runs)
-        pages = sorted(p.name for p in (root / "html").glob("*.html"))
-        why = len(list((root / "html" / "why").glob("*.html")))
-        added = (bk_s - asv_s) / asv_s
-        sizes = _page_sizes(root / "html")
-        largest = sizes[:LOADED_PAGES]
-        loads = _load_times([p for _, p in largest])
-        print(f"history: {args.commits} commits x {args.benchmarks} benchmarks (machine {MACHINE})")
-        print(f"pages: {', '.join(pages)}; why pages: {why}")
-        print(_summary("asv publish with asv's regression search (asv's default)", search_runs))
-        print(_summary("asv publish as benchkit configures it", asv_runs))
-        print(_summary("benchkit publish", bk_runs))
-        cpu_added = (bk_cpu - asv_cpu) / asv_cpu
-        print(f"CPU:  benchkit/asv = {bk_cpu / asv_cpu:.2f}: our pages cost {cpu_added * 100:.0f}% of asv's "
-              "CPU time (they run beside asv, so wall time grows less)")  # fmt: skip
-        print(f"wall: benchkit/asv = {bk_s / asv_s:.2f}: our pages add {added * 100:.0f}% (target <= 50%)")
-        print(f"pages a user opens: {len(sizes)}, {sum(n for n, _ in sizes) / 2**20:.1f} MiB in all")
-        for (size, page), load in zip(largest, loads, strict=True):
-            shown = page.relative_to(root / "html")
-            print(f"  {size / 2**20:6.2f} MiB  loads in {load:5.2f} s  {shown}")
-        return 0 if added <= 0.5 else 1
+        for commits, benchmarks in sizes:
+            root = base / f"{commits}x{benchmarks}" if len(sizes) > 1 else base
+            figures.append(measure_size(root, commits, benchmarks, args))
+            if args.keep is None:
+                shutil.rmtree(root, ignore_errors=True)
     finally:
         if args.keep is None:
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(base, ignore_errors=True)
+    if args.markdown:
+        command = "python -m lab.bench_publish " + " ".join(sys.argv[1:])
+        args.markdown.write_text(_markdown(figures, command))
+    bk = [statistics.median(t.wall_s for t in f.benchkit) for f in figures]
+    asv = [statistics.median(t.wall_s for t in f.asv) for f in figures]
+    return 0 if all(b <= 1.5 * a for b, a in zip(bk, asv, strict=True)) else 1
 
 
 if __name__ == "__main__":
