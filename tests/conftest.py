@@ -83,8 +83,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _QUIET_FILES.update(item.path for item in items if "quiet" in item.keywords)
     write_quiet_scopes(items, _QUIET_SCOPES)  # for xdist's scheduler, in the controller
     if os.environ.get("BENCHKIT_SLOW") == "1":
-        # Files that run alone first (while they run the other worker waits, whenever they
-        # come), then files with slow tests, then the quick ones, which even out the two
+        # Files that run alone first (on one worker, support.quiet's scheduler), then files
+        # with slow tests, then the quick ones, which even out the two
         # workers' ends; each file's tests stay together and in their order (a stable sort;
         # pyproject's --no-loadscope-reorder keeps xdist from sorting files by test count).
         slow = {item.path for item in items if "slow" in item.keywords}
