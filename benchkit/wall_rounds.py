@@ -108,12 +108,14 @@ def _ready(
         run_asv(["setup"], conf_path, True, environ)
 
     began = time.monotonic()
-    ready = list(places_of(conf, conf_path, commits, environ, ensure_environments).items())
-    for _env_name, places in ready:
-        for place in places:
-            errors = prepare_build(place, keys, regexes, environ)
-            if errors:
-                progress.note(f"{place.commit[:8]}: {len(errors)} C++ snippet(s) failed to compile")
+    ready = []
+    for env_name, places in places_of(conf, conf_path, commits, environ, ensure_environments).items():
+        prepared = [prepare_build(place, keys, regexes, environ) for place in places]
+        for build in prepared:
+            if build.errors:
+                failed = len(build.errors)
+                progress.note(f"{build.place.commit[:8]}: {failed} C++ snippet(s) failed to compile")
+        ready.append((env_name, [build.place for build in prepared]))
     builds = sum(len(places) for _, places in ready)
     progress.note(f"{builds} build(s) prepared for the wall-time rounds in {time.monotonic() - began:.0f} s")
     return ready

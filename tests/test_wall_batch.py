@@ -4,6 +4,7 @@ their process and hang."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from benchkit.errors import UserError
+from benchkit.measure import vec_isa
 from benchkit.measure.walltime.batch import (
     BuildPlace,
     CaseStatus,
@@ -109,10 +111,22 @@ def test_a_round_given_block_sizes_times_in_them(environ: dict[str, str]) -> Non
     assert calibrated.status is CaseStatus.OK and calibrated.block > 7
 
 
+def _decision_agrees(environ: dict[str, str]) -> bool:
+    [path] = (Path(environ["BENCHKIT_CACHE_DIR"]) / "inductor-vec-isa").glob("*.json")
+    found = json.loads(path.read_text())
+    return bool(found["probed"]) and found["probed"] == found["listed"]
+
+
 @pytest.mark.slow
 def test_cpp_cases_are_compiled_before_the_rounds(environ: dict[str, str], tmp_path: Path) -> None:
     keys = _keys(environ)
     cache = {**environ, "BENCHKIT_CACHE_DIR": str(tmp_path / "cache")}
-    assert prepare_build(_place(), [keys["cpp"]], None, cache) == {}
-    found = run_round(_place(), [keys["cpp"]], None, cache)
+    cache.pop(vec_isa.ENV, None)
+    prepared = prepare_build(_place(), [keys["cpp"]], None, cache)
+    assert prepared.errors == {}
+    # inductor's ISA probe settled for the build once: its rounds skip it where the probe allows
+    skips = prepared.place.skip_isa_probe
+    assert skips == _decision_agrees(cache)
+    assert (prepared.place.environ({}).get(vec_isa.ENV) == "1") == skips
+    found = run_round(prepared.place, [keys["cpp"]], None, cache)
     assert found[keys["cpp"]].status is CaseStatus.OK, found

@@ -211,5 +211,9 @@ def inductor_cache_files() -> int:
     every kernel there already (a warm cache)."""
     from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
 
-    root = Path(inductor_cache_dir())
-    return sum(1 for p in root.rglob("*") if "locks" not in p.relative_to(root).parts and p.is_file())
+    count = 0
+    # os.walk, not Path.rglob: called twice per compile, and rglob's objects cost ~20 ms a scan
+    for _folder, folders, files in os.walk(inductor_cache_dir()):
+        folders[:] = [f for f in folders if f != "locks"]
+        count += len(files)
+    return count

@@ -24,8 +24,10 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchkit.errors import UserError
+from benchkit.measure import vec_isa
 from benchkit.measure.walltime import batch_child
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 from benchkit.util import REPO_ROOT
@@ -65,10 +67,26 @@ class BuildPlace:
     python: str
     tree: Path
     git_version: str  # what the child's torch must report
+    # inductor may skip its ISA probe in this build's rounds (`benchkit.measure.vec_isa`):
+    # found by `prepare_build`
+    skip_isa_probe: bool = False
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         path = os.pathsep.join([str(self.tree), str(REPO_ROOT)])
-        return {**base, "PYTHONPATH": path, "PYTHONNOUSERSITE": "1"}
+        environ = {**base, "PYTHONPATH": path, "PYTHONNOUSERSITE": "1"}
+        if self.skip_isa_probe:
+            environ[vec_isa.ENV] = "1"
+        return environ
+
+    def check_torch(self, header: Mapping[str, Any]) -> None:
+        """Refuse what a measuring process measured unless it imported this build's torch
+        (`header`: its ``torch`` version, ``git_version`` and ``file``)."""
+        found = str(header.get("file", ""))
+        if header.get("git_version") != self.git_version or not found.startswith(str(self.tree)):
+            raise UserError(
+                f"build {self.commit[:8]}: the measuring process imported torch {header.get('torch')} from "
+                f"{found}, not the build's tree {self.tree} (git_version {self.git_version[:12]})"
+            )
 
 
 @dataclasses.dataclass
@@ -125,15 +143,6 @@ def _wait(child: _Child, timeout: float) -> bool:
             seen = len(child.lines)
 
 
-def _check_torch(place: BuildPlace, header: dict) -> None:
-    found = str(header.get("file", ""))
-    if header.get("git_version") != place.git_version or not found.startswith(str(place.tree)):
-        raise UserError(
-            f"build {place.commit[:8]}: the measuring process imported torch {header.get('torch')} from "
-            f"{found}, not the build's tree {place.tree} (git_version {place.git_version[:12]})"
-        )
-
-
 def run_round(
     place: BuildPlace, keys: Sequence[str], regexes: Sequence[str] | None, environ: Mapping[str, str],
     case_timeout: float = CASE_TIMEOUT_SECONDS, blocks: Mapping[str, int] | None = None,
@@ -153,7 +162,7 @@ def run_round(
             if not child.lines:
                 why = child.log_tail() or f"exit code {child.process.returncode}"
                 raise UserError(f"build {place.commit[:8]}: the wall-time process did not start: {why}")
-            _check_torch(place, child.lines[0])
+            place.check_torch(child.lines[0])
             for line in child.lines[1:]:
                 samples = tuple(float(s) for s in line.get("samples", ()))
                 status, error = CaseStatus(line["status"]), line.get("error", "")
@@ -181,19 +190,30 @@ def run_round(
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class PreparedBuild:
+    """A build ready for its rounds (`place`, with what its preparation found) and its C++
+    snippets that failed to compile ({snippet key: compile error})."""
+
+    place: BuildPlace
+    errors: dict[str, str]
+
+
 def prepare_build(
     place: BuildPlace, keys: Sequence[str], regexes: Sequence[str] | None, environ: Mapping[str, str]
-) -> dict[str, str]:
-    """Compile the C++ shards and script the TorchScript models `keys` need on this build, before
-    any round: {snippet key: compile error}."""
+) -> PreparedBuild:
+    """Compile the C++ shards and script the TorchScript models `keys` need on this build, and
+    settle inductor's ISA probe for it (`benchkit.measure.vec_isa`), before any round."""
     with tempfile.TemporaryDirectory(prefix="benchkit-round-") as tmp:
         child = _start(place, {"keys": list(keys), "regexes": regexes, "action": "build"}, Path(tmp), environ)
         if not _wait(child, BUILD_TIMEOUT_SECONDS) or len(child.lines) < 2:
             raise UserError(
                 f"build {place.commit[:8]}: preparing the wall-time cases failed: {child.log_tail()}"
             )
-        _check_torch(place, child.lines[0])
-        return dict(child.lines[1].get("errors", {}))
+        place.check_torch(child.lines[0])
+        built = child.lines[1]
+        ready = dataclasses.replace(place, skip_isa_probe=bool(built.get("skip_isa_probe")))
+        return PreparedBuild(ready, dict(built.get("errors", {})))
 
 
 def round_order(places: Sequence[BuildPlace], index: int) -> list[BuildPlace]:

@@ -16,7 +16,8 @@ One JSON line per case is appended to RESULTS and flushed before the next case s
 a case kills the process, the parent knows which one did (the first without a line) and goes
 on with the rest in a new process. The first line names the torch this process imported.
 With ``"action": "build"`` the process only compiles the C++ shards and scripts the TorchScript
-models of the cases, so that no round pays for them.
+models of the cases, so that no round pays for them, and says whether the rounds may skip
+inductor's ISA probe (`benchkit.measure.vec_isa`).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def _build(
 ) -> None:
     """Compile the C++ shards and script the TorchScript models these cases need."""
     from benchkit.define.api import Language
+    from benchkit.measure import vec_isa
     from benchkit.measure.cpp.shards import build_all
     from benchkit.measure.cpp.torchscript import ensure_artifacts
 
@@ -100,7 +102,7 @@ def _build(
     ensure_artifacts([args.torchscript for args in chosen if args.torchscript is not None])
     shards = cpp_suite.shards_holding([args for args in chosen if args.language is Language.CPP])
     errors = build_all(shards, progress=lambda m: print(m, file=sys.stderr, flush=True)) if shards else {}
-    write({"built": len(shards), "errors": errors})
+    write({"built": len(shards), "errors": errors, "skip_isa_probe": vec_isa.probe_skippable()})
 
 
 def _writer(out: TextIO) -> Callable[[dict], None]:
