@@ -132,8 +132,8 @@ def _operator_replicates(
     req: MeasureRequest, pairs: Sequence[JudgedPair], progress: Progress
 ) -> tuple[Held, int]:
     """The judged builds' operator timings again, interleaved (`benchkit.operator_rounds`): the
-    replicates each held before (which the verdict leaves out) and asv's exit code; nothing
-    when the selection has no operator timing."""
+    replicates each held before (which the verdict leaves out) and the exit code (2: some figure
+    failed); nothing when the selection has no operator timing."""
     from benchkit.report.gate import rounds_window
 
     commits = list(dict.fromkeys(c for p in pairs for c in (p.base, p.head)))
@@ -142,12 +142,9 @@ def _operator_replicates(
     if not modules or not _selects_any(before.infos, operator_rounds.replicate_regexes(req.bench, modules)):
         return {}, 0
     held = rounds_window.held_rounds(before, req.machine, commits, keep=rounds_window.is_replicate_timing)
-    results_dir = Path(req.conf.results_dir)
     code = operator_rounds.add_operator_rounds(
-        req.conf_path, results_dir, req.machine, commits, req.bench, req.source, progress, modules=modules
+        req.conf, req.conf_path, req.machine, commits, req.bench, req.source, progress, modules=modules
     )
-    if code < 0:
-        raise UserError(f"asv run was killed (signal {-code}); run `benchkit main` again to resume")
     return held, code
 
 

@@ -1,12 +1,14 @@
-"""The wall-time rounds `benchkit main` measured itself (`benchkit.measure.walltime.batch`),
-written into asv's results through asv's own API, as ``asv run --record-samples
---append-samples`` would have written asv's rounds of ``time_wall``: each round's samples
-after those the build held, the value their median, a failed round a failed benchmark
-(never a number from fewer rounds than asked), a case the build cannot run skipped (NaN).
+"""The rounds `benchkit main` measured itself, written into asv's results through asv's own
+API, as ``asv run --record-samples --append-samples`` would have written asv's rounds: the
+wall-time rounds (`benchkit.measure.walltime.batch`) of ``time_wall``, each round's samples after
+those the build held, the value their median, a failed round a failed benchmark (never a number
+from fewer rounds than asked), a case the build cannot run skipped (NaN); and the operator
+replicates (`benchkit.operator_rounds`), whose outcomes their writer makes (`write_outcomes`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import os
@@ -47,6 +49,16 @@ def _outcome(rounds: Sequence[CaseRound]) -> Any:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """One benchmark's record of a job's rounds: asv's ``BenchmarkResult``, the seconds it took,
+    and whether its samples go after those the build held (else instead of them)."""
+
+    outcome: Any
+    seconds: float
+    append: bool
+
+
 class RoundsWriter:
     """Writes a job's wall-time rounds of one asv environment, build by build: what every
     results file of that environment shares (asv's benchmarks, the machine, the environment,
@@ -76,6 +88,16 @@ class RoundsWriter:
         """Add `rounds` (asv benchmark name -> this job's rounds of it) to `commit`'s results
         (the file written whole, or not at all), after the rounds it held (`append`) or
         instead of them; a benchmark's duration is its cases' seconds in these rounds."""
+        outcomes = {}
+        for name, measured in rounds.items():
+            outcome = _outcome(measured)
+            kept = append and outcome.errcode == 0 and not math.isnan(outcome.result[0])
+            outcomes[name] = Recorded(outcome, sum(r.seconds for r in measured), kept)
+        self.write_outcomes(commit, outcomes, started)
+
+    def write_outcomes(self, commit: str, outcomes: Mapping[str, Recorded], started: dt.datetime) -> None:
+        """Add each benchmark's `Recorded` outcome to `commit`'s results, as asv's ``add_result``
+        does (the file written whole, or not at all)."""
         from asv.results import Results, get_filename
 
         env = self.env
@@ -83,16 +105,14 @@ class RoundsWriter:
         date = self.repo.get_date(commit)
         results = Results(self.params, env.requirements, commit, date, env.python, env.name, env.env_vars)
         results.load_data(self.conf.results_dir)
-        for name, measured in sorted(rounds.items()):
-            outcome = _outcome(measured)
-            kept = append and outcome.errcode == 0 and not math.isnan(outcome.result[0])
+        for name, recorded in sorted(outcomes.items()):
             results.add_result(
                 self.benchmarks[name],
-                outcome,
+                recorded.outcome,
                 started_at=started,
-                duration=sum(r.seconds for r in measured),
+                duration=recorded.seconds,
                 record_samples=True,
-                append_samples=kept,
+                append_samples=recorded.append,
             )
         results_dir = Path(self.conf.results_dir)
         name = get_filename(self.machine, commit, env.name)

@@ -149,8 +149,8 @@ def measure_default_set_for_asv(
     if measure.operator_replicates:  # one replicate per asv round (`benchkit.operator_rounds`)
         processes = 1
     default_rounds = ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS
-    if measure.operator_replicates and not cuda:
-        default_rounds = REPLICATE_ROUNDS_PER_PROCESS
+    if measure.operator_replicates:
+        default_rounds = replicate_rounds_per_process(device)
     rounds = measure.operator_rounds or default_rounds
     compiling = min(processes, measure.compile_replicates or 1)
     runs, failures = _timing_processes(processes, rounds, device, operators, compiling)
@@ -250,7 +250,14 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
         record_cache_state=True,
     )
     suite = measure_suite(workload, options, progress=progress_bar(0, "input"))
+    import torch
+
     data: dict[str, Any] = {
+        "torch": {
+            "torch": torch.__version__,
+            "git_version": torch.version.git_version,
+            "file": torch.__file__,
+        },
         "warm_up_s": suite.warm_up_s,
         "elapsed_s": suite.elapsed_s,
         "method": options.method,
@@ -290,6 +297,40 @@ def replicate_samples(result: dict[str, Any], metric: Metric) -> dict[str, Any]:
     values = [_replicate_value(eager, compiled, metric) for eager, compiled in eager_compiled]
     finite = [v for v in values if math.isfinite(v) and v > 0]
     return {"samples": finite, "number": 1} if finite else math.nan  # type: ignore[return-value]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicateFigure:
+    """One timing process's figure of one input (`replicate_figure`): a number, or NaN with
+    why it was not measured (`skipped`), or the error it failed with (`error`)."""
+
+    value: float = math.nan
+    skipped: str = ""
+    error: str = ""
+
+
+def replicate_figure(data: dict[str, Any], operator: str, label: str, metric: Metric) -> ReplicateFigure:
+    """`metric` (`Metric.replicated`) of `operator`'s input `label` in one timing process's
+    result `data` (``--time-default-set``), as its asv benchmark would record it."""
+    entry = data.get("operators", {}).get(operator)
+    if entry is None:
+        return ReplicateFigure(error=f"{operator}: not timed by this process")
+    if "skip" in entry:
+        return ReplicateFigure(skipped=f"{operator}: {entry['skip']}")
+    result = entry["inputs"].get(label)
+    if result is None:
+        return ReplicateFigure(skipped=f"{operator}: input not measured in this run")
+    if result["error"]:
+        return ReplicateFigure(error=f"{operator} [{label}]: {result['error']}")
+    value = _replicate_value(result["eager_s"], result["compiled_s"], metric)
+    if not (math.isfinite(value) and value > 0):
+        return ReplicateFigure(error=f"{operator} [{label}]: no {metric.method} measured")
+    return ReplicateFigure(value=value)
+
+
+def replicate_rounds_per_process(device: str) -> int:
+    """Timing rounds in one replicate process of the main job (`benchkit.operator_rounds`)."""
+    return ASV_CUDA_REPEATS_PER_PROCESS if device == "cuda" else REPLICATE_ROUNDS_PER_PROCESS
 
 
 def compile_samples(result: dict[str, Any]) -> Any:

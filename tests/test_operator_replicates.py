@@ -1,0 +1,73 @@
+"""The main job's operator replicates as asv records them (`benchkit.operator_rounds`): a sample per
+replicate process, a failure in any replicate a failed input, an operator the build cannot time
+skipped. The processes themselves run in tests/test_fresh_main_job.py (a real job)."""
+
+from __future__ import annotations
+
+import math
+
+from benchkit import operator_rounds as rounds
+from benchkit.measure.operators import asv as op_asv
+from benchkit.names import Metric
+
+RATIO = "operators.aten_relu_default.track_compiled_over_eager"
+EAGER = "operators.aten_relu_default.track_eager_seconds"
+SUITE = rounds._Suite(
+    "cpu",
+    ("aten.relu.default",),
+    {RATIO: "aten.relu.default", EAGER: "aten.relu.default", "operators.gone.track_eager_seconds": ""},
+    {"'a'": "a", "'b'": "b"},
+)
+
+
+def _process(eager: float, compiled: float, error_b: str | None = None) -> dict:
+    inputs = {
+        "a": {"eager_s": eager, "compiled_s": compiled, "error": None},
+        "b": {"eager_s": eager * 2, "compiled_s": compiled, "error": error_b},
+    }
+    return {"operators": {"aten.relu.default": {"inputs": inputs}}}
+
+
+def _benchmark(name: str) -> dict:
+    return {"name": name, "params": [["'a'", "'b'"]]}
+
+
+def test_a_sample_per_replicate_and_the_value_their_median() -> None:
+    runs = [rounds._Run("cpu", _process(e, 1.0), "", 2.0) for e in (2.0, 4.0, 3.0)]
+    recorded = rounds._recorded(_benchmark(RATIO), SUITE, runs)
+    outcome = recorded.outcome
+    assert outcome.errcode == 0 and recorded.append and recorded.seconds == 6.0
+    assert outcome.samples[0] == [0.5, 0.25, 1 / 3] and outcome.result[0] == 1 / 3
+    assert outcome.samples[1] == [0.25, 0.125, 1 / 6] and outcome.number == [1, 1]
+    eager = rounds._recorded(_benchmark(EAGER), SUITE, runs).outcome
+    assert eager.samples[0] == [2.0, 4.0, 3.0]
+
+
+def test_an_input_failing_in_one_replicate_fails_and_the_others_keep_their_samples() -> None:
+    runs = [
+        rounds._Run("cpu", _process(2.0, 1.0), "", 1.0),
+        rounds._Run("cpu", _process(2.0, 1.0, error_b="RuntimeError: boom"), "", 1.0),
+        rounds._Run("cpu", None, "the timing process exited with status 1: killed", 1.0),
+    ]
+    outcome = rounds._recorded(_benchmark(RATIO), SUITE, runs).outcome
+    assert outcome.errcode == 1 and outcome.result == [None, None]
+    assert "exited with status 1" in outcome.stderr and outcome.samples == [None, None]
+    outcome = rounds._recorded(_benchmark(RATIO), SUITE, runs[:2]).outcome
+    assert outcome.result[0] == 0.5 and outcome.result[1] is None and "boom" in outcome.stderr
+
+
+def test_a_skipped_operator_is_nan_and_an_unknown_one_fails() -> None:
+    skipped = {"operators": {"aten.relu.default": {"skip": "not on this build"}}}
+    outcome = rounds._recorded(_benchmark(RATIO), SUITE, [rounds._Run("cpu", skipped, "", 1.0)]).outcome
+    assert outcome.errcode == 0 and outcome.number == [None, None]
+    assert all(math.isnan(v) for v in outcome.result)
+    gone = rounds._recorded(_benchmark("operators.gone.track_eager_seconds"), SUITE, []).outcome
+    assert gone.errcode == 1 and "not in this checkout's operator set" in gone.stderr
+
+
+def test_a_figure_is_read_as_its_asv_benchmark_reads_it() -> None:
+    data = _process(2.0, 1.0, error_b="ValueError: no")
+    assert op_asv.replicate_figure(data, "aten.relu.default", "a", Metric.COMPILED_SECONDS).value == 1.0
+    assert "ValueError" in op_asv.replicate_figure(data, "aten.relu.default", "b", Metric.EAGER_SECONDS).error
+    assert op_asv.replicate_figure(data, "aten.mm.default", "a", Metric.EAGER_SECONDS).error
+    assert op_asv.replicate_figure(data, "aten.relu.default", "c", Metric.EAGER_SECONDS).skipped
