@@ -163,7 +163,7 @@ def _suites(names: Sequence[str]) -> list[_Suite]:
             continue
         workload = asv_workload(device)
         by_class = {operator_class_name(o): o for o in workload.operators}
-        operator_of = {n: by_class.get(BenchmarkName.parse(n).cls, "") for n in mine}
+        operator_of = {n: by_class.get(BenchmarkName.parse(n).class_name, "") for n in mine}
         chosen = tuple(dict.fromkeys(o for o in operator_of.values() if o))
         labels = {repr(label): label for o in chosen for label in input_labels(workload.inputs(o))}
         suites.append(_Suite(device, chosen, operator_of, labels))

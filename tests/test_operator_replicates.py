@@ -71,3 +71,15 @@ def test_a_figure_is_read_as_its_asv_benchmark_reads_it() -> None:
     assert "ValueError" in op_asv.replicate_figure(data, "aten.relu.default", "b", Metric.EAGER_SECONDS).error
     assert op_asv.replicate_figure(data, "aten.mm.default", "a", Metric.EAGER_SECONDS).error
     assert op_asv.replicate_figure(data, "aten.relu.default", "c", Metric.EAGER_SECONDS).skipped
+
+
+def test_the_selected_benchmarks_name_the_operators_and_inputs_to_time() -> None:
+    from benchkit.measure.operators.workload import asv_workload, input_labels
+
+    names = [RATIO, EAGER, "operators.not_an_operator.track_eager_seconds"]
+    [suite] = rounds._suites(names)
+    assert suite.device == "cpu" and suite.operators == ("aten.relu.default",)
+    assert suite.operator_of == {RATIO: "aten.relu.default", EAGER: "aten.relu.default", names[2]: ""}
+    labels = input_labels(asv_workload("cpu").inputs("aten.relu.default"))
+    assert labels and suite.labels == {repr(label): label for label in labels}
+    assert rounds._suites([]) == []
