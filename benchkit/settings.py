@@ -38,7 +38,6 @@ class Var(enum.Enum):
     INDUCTOR_COLD = "BENCHKIT_INDUCTOR_COLD"
     OPERATOR_PROCESSES = "BENCHKIT_OPERATOR_PROCESSES"
     OPERATOR_ROUNDS = "BENCHKIT_OPERATOR_ROUNDS"
-    OPERATOR_REPLICATES = "BENCHKIT_OPERATOR_REPLICATES"
     COMPILE_REPLICATES = "BENCHKIT_COMPILE_REPLICATES"
     OPERATORS_JSON = "BENCHKIT_OPERATORS_JSON"
     OPERATOR_LOGS = "BENCHKIT_OPERATOR_LOGS"
@@ -87,10 +86,6 @@ class MeasureSettings:
     inductor_cold: bool = False
     operator_processes: int | None = None  # None: the suite's default for the device
     operator_rounds: int | None = None
-    # Every asv round times the operators afresh, in one process: a replicate per round, which
-    # the main job interleaves across builds (`benchkit.operator_rounds`); else the first
-    # round's timing serves the whole asv command.
-    operator_replicates: bool = False
     # How many of the timing processes compile, each in the first one's cache state (a cold
     # one in an empty cache of its own): their compile times are the replicates that measure
     # the compile's noise (`benchkit.report.gate.noise.compile_spread`). None: only the first.
@@ -234,7 +229,6 @@ def read(environ: Mapping[str, str]) -> Settings:
             # 0 times nothing: the operator suite's setup fails, every operator benchmark with it.
             operator_processes=_count(environ, Var.OPERATOR_PROCESSES, "processes", least=0),
             operator_rounds=_count(environ, Var.OPERATOR_ROUNDS, "rounds"),
-            operator_replicates=_flag(environ, Var.OPERATOR_REPLICATES, False),
             compile_replicates=_count(environ, Var.COMPILE_REPLICATES, "compiling processes"),
             operators_json=_path(environ, Var.OPERATORS_JSON),
             operator_logs=_paths(environ, Var.OPERATOR_LOGS),
@@ -287,7 +281,6 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.INDUCTOR_COLD: "1" if measure.inductor_cold else None,
         Var.OPERATOR_PROCESSES: _optional(measure.operator_processes),
         Var.OPERATOR_ROUNDS: str(measure.operator_rounds) if measure.operator_rounds else None,
-        Var.OPERATOR_REPLICATES: "1" if measure.operator_replicates else None,
         Var.COMPILE_REPLICATES: _optional(measure.compile_replicates),
         Var.OPERATORS_JSON: str(measure.operators_json) if measure.operators_json else None,
         Var.OPERATOR_LOGS: _join(measure.operator_logs) or None,

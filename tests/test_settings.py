@@ -29,7 +29,6 @@ def test_every_setting_is_read_and_rendered_back() -> None:
         "BENCHKIT_INDUCTOR_COLD": "1",
         "BENCHKIT_OPERATOR_PROCESSES": "2",
         "BENCHKIT_OPERATOR_ROUNDS": "5",
-        "BENCHKIT_OPERATOR_REPLICATES": "1",
         "BENCHKIT_COMPILE_REPLICATES": "2",
         "BENCHKIT_OPERATORS_JSON": "/o.json",
         "BENCHKIT_OPERATOR_LOGS": os.pathsep.join(["/a", "/b"]),

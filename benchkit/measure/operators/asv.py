@@ -81,8 +81,7 @@ def setup_cache(
         return {"operators": {}, "selected_operators": 0, "reused": False}
     folder = cache_dir("operators", "asv-commands")
     reuse = None
-    replicates = settings.current().measure.operator_replicates
-    if invocation is not None and not replicates:
+    if invocation is not None:
         reuse = folder / f"{content_key(invocation.identity, torch_build_id(), device, *operators)}.json"
         try:
             data = json.loads(reuse.read_text())
@@ -146,11 +145,7 @@ def measure_default_set_for_asv(
     cuda = device == "cuda"
     default_processes = ASV_CUDA_PROCESSES if cuda else ASV_PROCESSES
     processes = default_processes if measure.operator_processes is None else measure.operator_processes
-    if measure.operator_replicates:  # one replicate per asv round (`benchkit.operator_rounds`)
-        processes = 1
     default_rounds = ASV_CUDA_REPEATS_PER_PROCESS if cuda else ASV_ROUNDS_PER_PROCESS
-    if measure.operator_replicates:
-        default_rounds = replicate_rounds_per_process(device)
     rounds = measure.operator_rounds or default_rounds
     compiling = min(processes, measure.compile_replicates or 1)
     runs, failures = _timing_processes(processes, rounds, device, operators, compiling)
