@@ -143,7 +143,7 @@ class _Suite:
     labels: dict[str, str]  # an input as asv shows its parameter (repr) -> the input's label
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Run:
     """One replicate process of one build and device: its result, or why it has none."""
 
