@@ -123,12 +123,15 @@ def add_operator_rounds(
         runs = _replicates(places, suites, rounds, environ, progress)
         for place in places:
             outcomes = {
-                name: _recorded(writer.benchmarks[name], suite, runs[place.commit])
+                name: _outcome(writer.benchmarks[name], suite, runs[place.commit])
                 for suite in suites
                 for name in suite.operator_of
             }
-            failed |= any(o.outcome.errcode for o in outcomes.values())
-            writer.write_outcomes(place.commit, outcomes, began)
+            failed |= any(outcome.errcode for outcome in outcomes.values())
+            # the benchmarks share their processes: each gets its share of their seconds
+            share = sum(r.seconds for r in runs[place.commit]) / len(outcomes)
+            recorded = {name: Recorded(outcome, share, append=True) for name, outcome in outcomes.items()}
+            writer.write_outcomes(place.commit, recorded, began)
     progress.note(f"the operator replicates took {time.monotonic() - started:.0f} s")
     return 2 if failed else 0
 
@@ -211,8 +214,8 @@ def _time_once(place: BuildPlace, suite: _Suite, environ: Mapping[str, str]) -> 
     return _Run(suite.device, data, "", seconds)
 
 
-def _recorded(benchmark: Mapping[str, Any], suite: _Suite, runs: Sequence[_Run]) -> Recorded:
-    """One operator timing's record of this job's replicates: per input, a sample per replicate;
+def _outcome(benchmark: Mapping[str, Any], suite: _Suite, runs: Sequence[_Run]) -> Any:
+    """One operator timing's asv record of this job's replicates: per input, a sample per replicate;
     an input that failed in any replicate failed (no number from fewer replicates than asked),
     one its build cannot time skipped (NaN)."""
     from asv.runner import BenchmarkResult
@@ -247,8 +250,7 @@ def _recorded(benchmark: Mapping[str, Any], suite: _Suite, runs: Sequence[_Run])
             results.append(statistics.median(values))
             samples.append(values)
     numbers = [None if s is None else 1 for s in samples]
-    outcome = BenchmarkResult(
+    return BenchmarkResult(
         result=results, samples=samples, number=numbers, errcode=1 if errors else 0,
         stderr="\n".join(errors), profile=None,
     )  # fmt: skip
-    return Recorded(outcome, sum(r.seconds for r in mine), append=True)

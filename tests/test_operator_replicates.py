@@ -34,12 +34,11 @@ def _benchmark(name: str) -> dict:
 
 def test_a_sample_per_replicate_and_the_value_their_median() -> None:
     runs = [rounds._Run("cpu", _process(e, 1.0), "", 2.0) for e in (2.0, 4.0, 3.0)]
-    recorded = rounds._recorded(_benchmark(RATIO), SUITE, runs)
-    outcome = recorded.outcome
-    assert outcome.errcode == 0 and recorded.append and recorded.seconds == 6.0
+    outcome = rounds._outcome(_benchmark(RATIO), SUITE, runs)
+    assert outcome.errcode == 0
     assert outcome.samples[0] == [0.5, 0.25, 1 / 3] and outcome.result[0] == 1 / 3
     assert outcome.samples[1] == [0.25, 0.125, 1 / 6] and outcome.number == [1, 1]
-    eager = rounds._recorded(_benchmark(EAGER), SUITE, runs).outcome
+    eager = rounds._outcome(_benchmark(EAGER), SUITE, runs)
     assert eager.samples[0] == [2.0, 4.0, 3.0]
 
 
@@ -49,19 +48,19 @@ def test_an_input_failing_in_one_replicate_fails_and_the_others_keep_their_sampl
         rounds._Run("cpu", _process(2.0, 1.0, error_b="RuntimeError: boom"), "", 1.0),
         rounds._Run("cpu", None, "the timing process exited with status 1: killed", 1.0),
     ]
-    outcome = rounds._recorded(_benchmark(RATIO), SUITE, runs).outcome
+    outcome = rounds._outcome(_benchmark(RATIO), SUITE, runs)
     assert outcome.errcode == 1 and outcome.result == [None, None]
     assert "exited with status 1" in outcome.stderr and outcome.samples == [None, None]
-    outcome = rounds._recorded(_benchmark(RATIO), SUITE, runs[:2]).outcome
+    outcome = rounds._outcome(_benchmark(RATIO), SUITE, runs[:2])
     assert outcome.result[0] == 0.5 and outcome.result[1] is None and "boom" in outcome.stderr
 
 
 def test_a_skipped_operator_is_nan_and_an_unknown_one_fails() -> None:
     skipped = {"operators": {"aten.relu.default": {"skip": "not on this build"}}}
-    outcome = rounds._recorded(_benchmark(RATIO), SUITE, [rounds._Run("cpu", skipped, "", 1.0)]).outcome
+    outcome = rounds._outcome(_benchmark(RATIO), SUITE, [rounds._Run("cpu", skipped, "", 1.0)])
     assert outcome.errcode == 0 and outcome.number == [None, None]
     assert all(math.isnan(v) for v in outcome.result)
-    gone = rounds._recorded(_benchmark("operators.gone.track_eager_seconds"), SUITE, []).outcome
+    gone = rounds._outcome(_benchmark("operators.gone.track_eager_seconds"), SUITE, [])
     assert gone.errcode == 1 and "not in this checkout's operator set" in gone.stderr
 
 

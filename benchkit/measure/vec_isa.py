@@ -3,8 +3,9 @@ measuring process.
 
 Before its first C++ compile in a process, inductor checks each vector instruction set the
 CPU lists (AVX2, AVX-512, ...) by compiling a small library with that ISA's flags and loading
-it in a new Python process: about 1.8 s a process on the project's 2-core machine, a sixth of
-an operator timing process and of a wall-time round, and nothing that either measures. Where
+it in a new Python process: about 1 s of every operator timing process and of every wall-time
+round whose cases compile, on the project's 2-core machine (lab/reports/probe-skip.md), and
+nothing that either measures. Where
 this machine's probe for this build found exactly the ISAs the CPU lists, telling inductor so
 (``TORCHINDUCTOR_VEC_ISA_OK=1``, its ``config.cpp.vec_isa_ok``) gives the same ISAs, the same
 choice among them and the same generated code, without the probe. Where they differ (a
