@@ -102,17 +102,19 @@ def _setup_cache_name(key: str) -> str:
     return SETUP_CACHES.get(module, f"setup_cache of {module}")
 
 
-def asv_records(results_dir: Path, since: float = 0.0, batch: bool = False) -> dict[str, dict[str, Any]]:
-    """Per torch build (results file) written since `since` (a time.time()): asv's durations
-    by phase and by metric. `batch`: benchkit measured the wall times (their durations hold
-    every round; no other rounds to add)."""
+def asv_records(
+    results_dir: Path, since: float = 0.0, batch: bool = False, commits: set[str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per torch build (results file) written since `since` (a time.time()), of `commits` (their
+    first 8 digits) when given: asv's durations by phase and by metric. `batch`: benchkit
+    measured the wall times (their durations hold every round; no other rounds to add)."""
     from asv.results import Results
 
     builds: dict[str, dict[str, Any]] = {}
     for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         for path in sorted(machine_dir.glob("*-*.json")):
-            if path.stat().st_mtime < since:
-                continue  # measured by an earlier job
+            if path.stat().st_mtime < since or (commits is not None and path.stem[:8] not in commits):
+                continue  # measured by an earlier job (a predecessor this job only re-timed)
             result = Results.load(str(path), machine_name=machine_dir.name)
             phases: dict[str, float] = defaultdict(float)
             counts: dict[str, int] = defaultdict(int)
@@ -193,6 +195,10 @@ def log_phases(timeline: list[tuple[float, str]]) -> dict[str, float]:
 BATCH_ROUNDS = "wall-time rounds measured by benchkit (a process per build and round)"
 BATCH_SAMPLED = "of which inside timed samples"
 BATCH_PREPARED = "builds prepared for benchkit's wall-time rounds (trees, C++ compile)"
+BATCH_REPLICATES = "operator replicates measured by benchkit (a process per build and replicate)"
+# asv's records of the operator timings hold, after benchkit's replicates, each benchmark's
+# share of the replicates' seconds: the job's line counts them instead
+OPERATOR_PHASE = f"{RunGroup.OPERATOR_TIMINGS}: benchmarks' own durations"
 
 
 def batch_phases(log: str) -> dict[str, float]:
@@ -200,12 +206,15 @@ def batch_phases(log: str) -> dict[str, float]:
     for a job whose wall times asv measured)."""
     taken = re.findall(r"the wall-time rounds took (\d+) s, (\d+) s of it in timed samples", log)
     prepared = re.findall(r"build\(s\) prepared for the wall-time rounds in (\d+) s", log)
+    replicates = re.findall(r"the operator replicates took (\d+) s", log)
+    found = {BATCH_REPLICATES: float(sum(map(int, replicates)))} if replicates else {}
     if not taken:
-        return {}
+        return found
     return {
         BATCH_ROUNDS: float(sum(int(t) for t, _ in taken)),
         BATCH_SAMPLED: float(sum(int(s) for _, s in taken)),
         BATCH_PREPARED: float(sum(map(int, prepared))),
+        **found,
     }
 
 
@@ -220,9 +229,17 @@ def profile_of(
 ) -> dict[str, Any]:
     steps = steps_of(log)
     batch = batch_phases(log)
-    builds = asv_records(results, since, bool(batch))
+    # the builds asv ran in this job: a predecessor that benchkit only re-timed keeps the
+    # records of the job that measured it
+    ran = set(re.findall(r"· For \S+ commit ([0-9a-f]{8})", log))
+    builds = asv_records(results, since, BATCH_ROUNDS in batch, ran or None)
     # not asv's records; benchkit's own wall-time rounds are counted by their log lines
-    derived = (WALL_OTHER, WALL_ROUNDS, *((WALL_PHASE,) if batch else ()))
+    derived = (
+        WALL_OTHER,
+        WALL_ROUNDS,
+        *((WALL_PHASE,) if BATCH_ROUNDS in batch else ()),
+        *((OPERATOR_PHASE,) if BATCH_REPLICATES in batch else ()),
+    )
     recorded = sum(v for b in builds.values() for k, v in b["phases"].items() if k not in derived)
     recorded += sum(seconds for name, seconds in batch.items() if name != BATCH_SAMPLED)
     rounds = re.search(r"wall time in (\d+) interleaved rounds", log)
@@ -358,7 +375,7 @@ def table(profiles: list[dict[str, Any]]) -> str:
                 else w * n
                 for p, w, n in zip(profiles, walls, others, strict=True)
             ]
-            for name in (BATCH_ROUNDS, BATCH_SAMPLED, BATCH_PREPARED):
+            for name in (BATCH_ROUNDS, BATCH_SAMPLED, BATCH_PREPARED, BATCH_REPLICATES):
                 if any(p.get("batch") for p in profiles):
                     found = [p.get("batch", {}) for p in profiles]
                     cells = [f"{b[name]:.0f}" if name in b else "–" for b in found]
@@ -375,7 +392,8 @@ def table(profiles: list[dict[str, Any]]) -> str:
                         [f"{c:.0f} ({n} rounds)" for c, n in zip(counted, others, strict=True)],
                     )
                 )
-            counted = [0.0 if p.get("batch") else c for p, c in zip(profiles, counted, strict=True)]
+            batched = [BATCH_ROUNDS in p.get("batch", {}) for p in profiles]
+            counted = [0.0 if b else c for b, c in zip(batched, counted, strict=True)]
             rows.append(("&nbsp;&nbsp;asv's own time (process starts, installs between rounds, discovery)",
                          [f"{p['asv_unrecorded'] - c:.0f}"
                           for p, c in zip(profiles, counted, strict=True)]))  # fmt: skip
