@@ -116,6 +116,7 @@ from benchkit.report.gate.not_judged import (
     mark_disturbed,
     not_judged_reasons,
 )
+from benchkit.report.gate.process_shift import without_process_shifts
 from benchkit.report.gate.shifts import PairNoise, pair_noise
 from benchkit.settings_record import records_of, settings_differences
 from benchkit.stats import ALPHA  # noqa: F401 (re-exported)
@@ -179,6 +180,7 @@ def compare_pair(
     flag held to the pair's error budget (`benchkit.report.gate.budget`). What the pair leaves
     unjudged is marked before the budget, so that it does not count there: compile times of
     different cache states, and what `unjudged` marks (`benchkit.report.gate.not_judged`)."""
+    base, head = without_process_shifts(base), without_process_shifts(head)
     metric_of = metric_judge(units, config)
     count_threshold = config.thresholds["instructions"]
     pair = pair_noise(base, head, history or {}, metric_of, count_threshold, interleaved)
