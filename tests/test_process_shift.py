@@ -1,5 +1,5 @@
-"""EXPERIMENT (branch exp/process-shift): operator timings without their process's common shift,
-on a real twin pair's replicates from the noise corpus."""
+"""Operator timings without their process's common shift, on a real twin pair's replicates from
+the noise corpus."""
 
 from __future__ import annotations
 

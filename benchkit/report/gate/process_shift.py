@@ -1,11 +1,11 @@
-"""EXPERIMENT (branch exp/process-shift, not on main): an operator timing's replicates without
-their process's common shift.
+"""An operator timing's replicates without their process's common shift.
 
 Each replicate process times every input of the operator set; a process that ran slow as a
 whole moves them all alike. Per build and metric (eager, compiled seconds), each process's shift
 is the median over the build's figures of their deviation (logs) from each figure's median,
 centred over the processes so that no figure's mean moves; the figures are judged on their
-samples less that shift (lab/bench_process_shift.py measures what it removes).
+samples less that shift (lab/bench_process_shift.py measures what it removes). The speedup
+ratio, a quotient within one process, is left as it is.
 """
 
 from __future__ import annotations
