@@ -20,6 +20,7 @@ import math
 import statistics
 from pathlib import Path
 
+from benchkit.report.gate.process_shift import process_shifts
 from lab import REPO_ROOT
 
 METRICS = ("track_eager_seconds", "track_compiled_seconds", "track_compiled_over_eager")
@@ -41,9 +42,7 @@ def spreads(rows: list[list[float]]) -> tuple[float, float, float]:
     """Median spread of the figures before and after removing each process's common shift, and
     the largest shift."""
     processes = len(rows[0])
-    shift = [statistics.median(r[p] - statistics.median(r) for r in rows) for p in range(processes)]
-    centre = statistics.fmean(shift)
-    shift = [s - centre for s in shift]
+    shift = process_shifts(rows)
     before = statistics.median(statistics.stdev(r) for r in rows)
     after = statistics.median(statistics.stdev([r[p] - shift[p] for p in range(processes)]) for r in rows)
     return before, after, max(abs(s) for s in shift)

@@ -14,6 +14,7 @@ import dataclasses
 import math
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 
 from benchkit.history.results.read import ResultSet
 from benchkit.names import BenchmarkName, Metric
@@ -37,9 +38,17 @@ def without_process_shifts(result_set: ResultSet) -> ResultSet:
         if len(aligned) < MIN_FIGURES or processes < MIN_PROCESSES:
             continue
         rows = [result_set.measurements[k].log_samples for k in aligned]
-        shift = [statistics.median(r[p] - statistics.median(r) for r in rows) for p in range(processes)]
-        centre = statistics.fmean(shift)
+        shift = process_shifts(rows)
         for key, row in zip(aligned, rows, strict=True):
-            samples = [math.exp(x - s + centre) for x, s in zip(row, shift, strict=True)]
+            samples = [math.exp(x - s) for x, s in zip(row, shift, strict=True)]
             changed[key] = dataclasses.replace(result_set.measurements[key], samples=samples)
     return dataclasses.replace(result_set, measurements=changed)
+
+
+def process_shifts(rows: Sequence[Sequence[float]]) -> list[float]:
+    """Each process's common shift over `rows` (per figure, its processes' logs, in one order):
+    the median of the figures' deviations from their own medians, centred over the processes."""
+    processes = len(rows[0])
+    shift = [statistics.median(r[p] - statistics.median(r) for r in rows) for p in range(processes)]
+    centre = statistics.fmean(shift)
+    return [s - centre for s in shift]
