@@ -196,6 +196,13 @@ def by_group(judged: Sequence[check.Comparison]) -> list[str]:
     return lines
 
 
+def _why_missed(verdict: check.Comparison) -> str:
+    """What kept a can't tell from a flag: the pair's error budget, or the figure's own noise."""
+    if verdict.status != Status.CANT_TELL:
+        return ""
+    return " (budget)" if "error budget" in verdict.note else " (noise)"
+
+
 def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     from scipy.stats import beta
 
@@ -227,7 +234,8 @@ def judge(paths: Sequence[Path], size: float, count_size: float, trials: int, se
                 if verdict.status == Status.REGRESSION:
                     tally.found += 1
                 else:
-                    tally.missed[verdict.status.value] = tally.missed.get(verdict.status.value, 0) + 1
+                    why = verdict.status.value + _why_missed(verdict)
+                    tally.missed[why] = tally.missed.get(why, 0) + 1
     bound = clopper_pearson_upper(flagged, len(paths))
     lines = [
         f"Identical builds: {flagged} of {len(paths)} twin pair(s) with any flag "
