@@ -18,7 +18,7 @@ import dataclasses
 import math
 
 from benchkit.history.results.read import Measurement
-from benchkit.names import BenchmarkName, Metric, MetricKind
+from benchkit.names import BenchmarkName, MetricKind
 from benchkit.report.gate.check_config import Override
 from benchkit.report.gate.check_format import format_percent
 from benchkit.report.gate.check_status import Status
@@ -174,7 +174,7 @@ def _within_threshold(
     """No change beyond the threshold: unchanged only where a change that size would show."""
     if noise.sigma is None:
         return Status.INSUFFICIENT_DATA, f"noise unknown: {noise.basis}"
-    shifted = shift_of(pair, key, noise) if metric == MetricKind.WALL_TIME else ""
+    shifted = shift_of(pair, noise) if metric == MetricKind.WALL_TIME else ""
     if shifted:  # "no change" measured on a moving machine says nothing about torch
         return Status.CANT_TELL, f"wall time follows the {shifted}"
     reach = resolution.reach(log_ratio, noise)
@@ -195,31 +195,26 @@ def environment_verdict(status: Status, key: Key, noise: Noise, pair: PairNoise,
         # No "beyond the shift": a busy machine slows benchmarks by different factors
         # (×1.0 to ×2.0 measured), so one common factor does not explain each of them.
         return Status.CANT_TELL, join(f"explained by the {pair.environment.short()}", why)
-    drifts = drifts_of(pair, key, noise)
+    drifts = drifts_of(pair, noise)
     if drifts:
         shifts = "; ".join(s.short() for s in drifts)
         return Status.CANT_TELL, join(f"wall time unreliable: {shifts}", why)
     return status, why
 
 
-def shift_of(pair: PairNoise | None, key: Key, noise: Noise) -> str:
-    """The environment shift that makes "no change" in this pair's wall time of `key` the
-    machine's, if any, whether or not the case's instruction count moved.
+def shift_of(pair: PairNoise | None, noise: Noise) -> str:
+    """The environment shift that makes "no change" in a wall time of this pair (judged with
+    `noise`) the machine's, if any, whether or not the case's instruction count moved.
 
     For a comparison by rounds only a drift the two runs did not share counts: a shared one
     (asv interleaved both builds' rounds) is in the test's spread (`drifts_of`)."""
     if pair is None:
         return ""
-    shifts = ([pair.environment] if pair.environment is not None else []) + list(drifts_of(pair, key, noise))
+    shifts = ([pair.environment] if pair.environment is not None else []) + list(drifts_of(pair, noise))
     return "; ".join(s.short() for s in shifts)
 
 
-def drifts_of(pair: PairNoise, key: Key, noise: Noise) -> tuple[EnvShift, ...]:
-    """The drifts within the wall-time rounds' runs that bear on `key`'s comparison: none for a
-    compile time, measured in its build's compiling processes outside those rounds, its noise
-    their own spread (`benchkit.report.gate.noise.compile_noise`)."""
-    return () if _compile_time(key) else pair.drifts(noise.by_rounds)
-
-
-def _compile_time(key: Key) -> bool:
-    return BenchmarkName.parse(key[0]).metric == Metric.COMPILE_SECONDS
+def drifts_of(pair: PairNoise, noise: Noise) -> tuple[EnvShift, ...]:
+    """The drifts within the wall-time rounds' runs that bear on a comparison with `noise`: none
+    for a figure measured outside those runs (`Noise.outside_rounds`)."""
+    return () if noise.outside_rounds else pair.drifts(noise.by_rounds)

@@ -151,6 +151,9 @@ class Noise:
     # interval a row shows and an interval's "unchanged" vouches for; `critical` and `df` still
     # set the MDC, the smallest change flagged. None: `critical` for both.
     interval_critical: float | None = None
+    # Measured outside the wall-time rounds' runs (a compile time, in its build's compiling
+    # processes): a drift within those runs says nothing about it; its own spread does.
+    outside_rounds: bool = False
 
     @property
     def half_width(self) -> float | None:
@@ -446,4 +449,4 @@ def compile_noise(history: HistoryNoise | None, spread: CompileSpread | None) ->
         + f"; flagged under heavy tails (t, {COMPILE_TAIL_DF:.0f} df)"
     )
     critical = t_critical(ALPHA, COMPILE_TAIL_DF)
-    return Noise(sigma, basis, critical, df=COMPILE_TAIL_DF, interval_critical=Z_ALPHA)
+    return Noise(sigma, basis, critical, df=COMPILE_TAIL_DF, interval_critical=Z_ALPHA, outside_rounds=True)
