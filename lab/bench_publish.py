@@ -5,7 +5,8 @@ counts, wall times with samples, and parameterized operator tracks) into a
 temporary asv project -- a real benchkit torch-history repository and results
 written with asv's own Results API -- then times ``asv publish`` as benchkit configures it
 (without asv's own regression search, `ASV_PUBLISH_SETTINGS`), ``asv publish`` with asv's
-defaults, and ``benchkit publish`` on it, alternating, and prints the medians and the ratio.
+defaults, and ``benchkit publish`` on it, alternating, and prints the medians and the ratio,
+with asv's publish split by the steps it prints as it starts each (no profiler in the run).
 Target: benchkit's pages add at most 50% to asv's own publish time.
 
     python -m lab.bench_publish [--commits 100] [--benchmarks 300] [--repeat 3] [--keep DIR]
@@ -29,6 +30,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import re
 import resource
 import shutil
 import statistics
@@ -43,24 +46,52 @@ from lab import REPO_ROOT
 from lab.synthetic import MACHINE, make_project
 
 LOADED_PAGES = 6  # the largest pages whose load time is measured
+# asv publish's steps, grouped as the table names them; "Generating output for X" is its pages.
+ASV_STEP_GROUPS = {
+    "Loading machine info": "read results",
+    "Getting params, commits, tags and branches": "read results",
+    "Loading results": "read results",
+    "Detecting steps": "step detection",
+    "Generating graphs": "graph files",
+    "Writing index": "index",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
     wall_s: float
     cpu_s: float  # user + system of the command and everything it waited for (asv's worker pool)
+    steps: tuple[tuple[str, float], ...] = ()  # asv publish's own steps: (name, seconds)
+
+
+# asv publish's progress lines: "[ 44.44%] · Detecting steps"
+ASV_STEP = re.compile(r"^\[\s*[\d.]+%\] · (?P<step>\S.*?)\s*$")
 
 
 def _timed(command: list[str], cwd: Path) -> Timing:
+    """Wall and CPU seconds of `command`, and the seconds between the progress lines asv prints
+    as it starts each step (read as they come, unbuffered: no profiler slows the run)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    output, marks = [], []
+    for line in proc.stdout:
+        output.append(line)
+        if found := ASV_STEP.match(line):
+            marks.append((found["step"], time.perf_counter()))
+    proc.wait()
     elapsed = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        sys.exit(f"{' '.join(command)} failed:\n{''.join(output)[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Timing(elapsed, cpu)
+    ends = [at for _, at in marks[1:]] + [started + elapsed] * bool(marks)
+    steps = tuple((step, end - at) for (step, at), end in zip(marks, ends, strict=True))
+    return Timing(elapsed, cpu, steps)
 
 
 def _summary(label: str, runs: list[Timing]) -> str:
@@ -114,6 +145,19 @@ class SizeFigures:
     why_pages: int
     phases: list[tuple[str, float]]
 
+    def asv_steps(self) -> str:
+        """asv publish's steps (as benchkit configures it), medians over the runs, in groups."""
+        groups: dict[str, list[float]] = {}
+        for run in self.asv:
+            seconds: dict[str, float] = {}
+            for step, s in run.steps:
+                pages = step.startswith("Generating output")
+                group = ASV_STEP_GROUPS.get(step, "its pages" if pages else step)
+                seconds[group] = seconds.get(group, 0.0) + s
+            for group, s in seconds.items():
+                groups.setdefault(group, []).append(s)
+        return ", ".join(f"{g} {statistics.median(s):.1f}" for g, s in groups.items()) or "–"
+
     def row(self) -> list[str]:
         def median(runs: list[Timing]) -> str:
             return f"{statistics.median(t.wall_s for t in runs):.1f}" if runs else "–"
@@ -124,6 +168,7 @@ class SizeFigures:
             f"{self.commits} × {self.benchmarks}",
             median(self.asv_search),
             median(self.asv),
+            self.asv_steps(),
             median(self.benchkit),
             phases,
             f"{len(self.sizes)} ({self.why_pages} why)",
@@ -136,6 +181,7 @@ TABLE_HEAD = (
     "history (commits × benchmarks)",
     "asv publish, asv's defaults (s)",
     "asv publish as benchkit configures it (s)",
+    "asv publish by its own steps (s)",
     "benchkit publish (s)",
     "benchkit's pages by phase, one process after the runs (s)",
     "pages a user opens",
@@ -233,7 +279,12 @@ def _markdown(figures: list[SizeFigures], command: str) -> str:
         "2-core development machine. Synthetic histories (lab/synthetic.py: instruction counts with",
         "profiles, wall times with samples, parameterized operator tracks); medians of the runs.",
         "benchkit publish runs asv publish beside its own pages. Publishing is not incremental:",
-        "a history that gained one build is published whole again.",
+        "a history that gained one build is published whole again. asv publish by its own steps:",
+        "the seconds between the progress lines asv prints as it starts each (read results: its",
+        "machine files, commits and every results file, which asv reads twice, the second time into",
+        "its graphs' data; step detection:",
+        "asv's own, for its list and regressions views, which runs even with its regression report",
+        "off; its pages: its grid, list and regressions views).",
         "",
         "| " + " | ".join(TABLE_HEAD) + " |",
         "|" + "---|" * len(TABLE_HEAD),
