@@ -46,6 +46,8 @@ from lab import REPO_ROOT
 from lab.synthetic import MACHINE, make_project
 
 LOADED_PAGES = 6  # the largest pages whose load time is measured
+# asv publish's progress lines: "[ 44.44%] · Detecting steps"
+ASV_STEP = re.compile(r"^\[\s*[\d.]+%\] · (?P<step>\S.*?)\s*$")
 # asv publish's steps, grouped as the table names them; "Generating output for X" is its pages.
 ASV_STEP_GROUPS = {
     "Loading machine info": "read results",
@@ -62,10 +64,6 @@ class Timing:
     wall_s: float
     cpu_s: float  # user + system of the command and everything it waited for (asv's worker pool)
     steps: tuple[tuple[str, float], ...] = ()  # asv publish's own steps: (name, seconds)
-
-
-# asv publish's progress lines: "[ 44.44%] · Detecting steps"
-ASV_STEP = re.compile(r"^\[\s*[\d.]+%\] · (?P<step>\S.*?)\s*$")
 
 
 def _timed(command: list[str], cwd: Path) -> Timing:
@@ -282,9 +280,8 @@ def _markdown(figures: list[SizeFigures], command: str) -> str:
         "a history that gained one build is published whole again. asv publish by its own steps:",
         "the seconds between the progress lines asv prints as it starts each (read results: its",
         "machine files, commits and every results file, which asv reads twice, the second time into",
-        "its graphs' data; step detection:",
-        "asv's own, for its list and regressions views, which runs even with its regression report",
-        "off; its pages: its grid, list and regressions views).",
+        "its graphs' data; step detection: asv's own, for its list and regressions views, which runs",
+        "even with its regression report off; its pages: its grid, list and regressions views).",
         "",
         "| " + " | ".join(TABLE_HEAD) + " |",
         "|" + "---|" * len(TABLE_HEAD),
