@@ -46,10 +46,15 @@ def test_cpp_cases_compile_once_per_shard_and_honour_threads() -> None:
     ]
     suite = CppSuite(cases)
     assert len(suite.shards) == 1  # both cases share one translation unit
-    timing = blocked_autorange(prepare(cases[0], cpp_suite=suite), min_run_time=0.05)
-    assert timing.block_size > 1
-    per_call = min(timing.block_seconds) / timing.block_size
-    # The same multiply from Python costs the interpreter and the binding on top.
-    python = _timer_seconds("y = x * w", "x = torch.ones((4, 4))\nw = torch.ones((4, 4))")
-    assert python / 50 < per_call < python, (per_call, python)
+    multiply = prepare(cases[0], cpp_suite=suite)
+    cpp, python = [], []
+    for _ in range(3):  # alternated, each side's fastest: a burst of the machine hits both
+        timing = blocked_autorange(multiply, min_run_time=0.05)
+        assert timing.block_size > 1
+        cpp.append(min(timing.block_seconds) / timing.block_size)
+        python.append(_timer_seconds("y = x * w", "x = torch.ones((4, 4))\nw = torch.ones((4, 4))"))
+    # The same multiply from Python costs the interpreter and the binding on top (about twice
+    # the C++ case's time here), and the C++ case with its setup's two allocations timed too
+    # would cost more than the Python multiply (x1.5).
+    assert min(python) / 50 < min(cpp) < min(python), (cpp, python)
     prepare(cases[1], cpp_suite=suite).run_block(3)  # TORCH_CHECK would throw with 1 thread
