@@ -24,6 +24,10 @@ from pathlib import Path
 
 from benchkit.errors import UserError
 
+# How many counting places (``/tmp/benchkit-counting-00`` to ``-99``) a host offers a user's
+# Callgrind batches (`benchkit.measure.callgrind.place`); `Var.COUNTING_SLOT` names one of them.
+COUNTING_PLACES = 100
+
 
 class Var(enum.Enum):
     """Every environment variable benchkit reads, by the setting it carries."""
@@ -42,6 +46,7 @@ class Var(enum.Enum):
     OPERATORS_JSON = "BENCHKIT_OPERATORS_JSON"
     OPERATOR_LOGS = "BENCHKIT_OPERATOR_LOGS"
     RECOUNT = "BENCHKIT_RECOUNT"
+    COUNTING_SLOT = "BENCHKIT_COUNTING_SLOT"
     NO_PCH = "BENCHKIT_NO_PCH"
     COMPILE_TIMEOUT = "BENCHKIT_COMPILE_TIMEOUT"
     # the suite's definitions
@@ -93,6 +98,9 @@ class MeasureSettings:
     operators_json: Path | None = None  # a file that also receives the operator timing
     operator_logs: tuple[Path, ...] = ()  # empty: the default operator set
     recount: bool = False  # ignore (and replace) stored instruction counts
+    # The one counting place every Callgrind batch uses, waiting while another holds it
+    # (`benchkit.measure.callgrind.place.claim_place`); None: the first free one.
+    counting_slot: int | None = None
     no_pch: bool = False  # no precompiled header for C++ shards
     compile_timeout: float | None = None  # seconds; None: `benchkit.measure.cpp.shards`'s default
 
@@ -158,6 +166,18 @@ def _count(environ: Mapping[str, str], var: Var, what: str, least: int = 1) -> i
         return None
     if not text.isdigit() or int(text) < least:
         raise UserError(f"{var}={environ[var.value]!r}: expected a whole number of {what} >= {least}")
+    return int(text)
+
+
+def _slot(environ: Mapping[str, str]) -> int | None:
+    text = _text(environ, Var.COUNTING_SLOT)
+    if not text:
+        return None
+    if not text.isdigit() or int(text) >= COUNTING_PLACES:
+        raise UserError(
+            f"{Var.COUNTING_SLOT}={environ[Var.COUNTING_SLOT.value]!r}: expected the number of a "
+            f"counting place, 0 to {COUNTING_PLACES - 1}"
+        )
     return int(text)
 
 
@@ -233,6 +253,7 @@ def read(environ: Mapping[str, str]) -> Settings:
             operators_json=_path(environ, Var.OPERATORS_JSON),
             operator_logs=_paths(environ, Var.OPERATOR_LOGS),
             recount=_flag(environ, Var.RECOUNT, False),
+            counting_slot=_slot(environ),
             no_pch=_flag(environ, Var.NO_PCH, False),
             compile_timeout=_seconds(environ, Var.COMPILE_TIMEOUT),
         ),
@@ -285,6 +306,7 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.OPERATORS_JSON: str(measure.operators_json) if measure.operators_json else None,
         Var.OPERATOR_LOGS: _join(measure.operator_logs) or None,
         Var.RECOUNT: "1" if measure.recount else None,
+        Var.COUNTING_SLOT: _optional(measure.counting_slot),
         Var.NO_PCH: "1" if measure.no_pch else None,
         Var.COMPILE_TIMEOUT: repr(measure.compile_timeout) if measure.compile_timeout else None,
         Var.DEFINITIONS: _join(define.definitions) or None,

@@ -17,14 +17,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# quiet: compares counts of separate batches exactly; a batch of the other test worker
-# at the same time would move this one to another counting place (docs/instruction_counts.md).
-pytestmark = pytest.mark.quiet
+from benchkit.measure.callgrind.place import PLACE_PREFIX, PLACES, Place, claim_place
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 needs_valgrind = pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
@@ -41,7 +40,9 @@ def _count_in(place: Path, padding: int) -> dict[str, Any]:
     shutil.copytree(REPO_ROOT / "benchkit", place / "benchkit", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("cache", "home", "work"):
         (place / name).mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_")}
+    # The session's counting place stays (tests/conftest.py): both batches count in it.
+    kept = ("BENCHKIT_COUNTING_SLOT",)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BENCHKIT_") or k in kept}
     env.update(
         PYTHONPATH=str(place),
         HOME=str(place / "home"),
@@ -96,3 +97,29 @@ def test_worker_site_holds_torch_and_its_requirements_only() -> None:
     assert "pytest" not in site and "_pytest" not in site  # installed here, not required
     assert not any(n.endswith(".pth") or n.startswith("__pycache__") for n in site)
     assert len(site) < len(list(importlib.metadata.distributions())) * 3
+
+
+def test_a_pinned_place_waits_for_its_holder_instead_of_moving() -> None:
+    """BENCHKIT_COUNTING_SLOT: a second batch pinned to a held place waits for it (and says so),
+    where an unpinned one takes the next free place."""
+    slot = 97  # far above the places batches take first
+    holder = claim_place(slot)
+    if holder is None:
+        pytest.skip(f"{PLACES}/{PLACE_PREFIX}{slot} is not this user's folder")
+    heard: list[str] = []
+    claimed: list[Place | None] = []
+    waiter = threading.Thread(target=lambda: claimed.append(claim_place(slot, heard.append)))
+    try:
+        waiter.start()
+        waiter.join(timeout=2)
+        assert waiter.is_alive() and not claimed, "the pinned claim did not wait"
+        assert heard == [f"waiting for {holder.root}: another batch counts there (BENCHKIT_COUNTING_SLOT)"]
+        unpinned = claim_place()
+        assert unpinned is not None and unpinned.root != holder.root
+        unpinned.close()
+    finally:
+        holder.close()
+        waiter.join(timeout=10)
+    [place] = claimed
+    assert place is not None and place.root == holder.root
+    place.close()

@@ -33,6 +33,7 @@ def test_every_setting_is_read_and_rendered_back() -> None:
         "BENCHKIT_OPERATORS_JSON": "/o.json",
         "BENCHKIT_OPERATOR_LOGS": os.pathsep.join(["/a", "/b"]),
         "BENCHKIT_RECOUNT": "1",
+        "BENCHKIT_COUNTING_SLOT": "07",
         "BENCHKIT_NO_PCH": "1",
         "BENCHKIT_COMPILE_TIMEOUT": "12.5",
         "BENCHKIT_DEFINITIONS": os.pathsep.join(["d1.py", "d2.py"]),
@@ -46,6 +47,7 @@ def test_every_setting_is_read_and_rendered_back() -> None:
     assert read.asv.wall_rounds == 4 and read.asv.machine == "box"
     assert read.asv.selection == Selection(SelectionSource.GIVEN, "run-1", ("Linear", "ReLU$"))
     assert read.measure.operator_logs == (Path("/a"), Path("/b")) and read.measure.compile_timeout == 12.5
+    assert read.measure.counting_slot == 7
     assert read.define == settings.DefineSettings((Path("d1.py"), Path("d2.py")), standard=False)
     assert not read.history.source_build and read.history.torch_wheel == Path("/t.whl")
     assert settings.read(settings.to_environ(read)) == read
@@ -63,6 +65,8 @@ def test_every_setting_is_read_and_rendered_back() -> None:
         ("BENCHKIT_OPERATOR_ROUNDS", "2.5"),
         ("BENCHKIT_COMPILE_TIMEOUT", "soon"),
         ("BENCHKIT_COMPILE_TIMEOUT", "0"),
+        ("BENCHKIT_COUNTING_SLOT", "100"),
+        ("BENCHKIT_COUNTING_SLOT", "-1"),
         ("BENCHKIT_INDUCTOR_COLD", "maybe"),
         ("BENCHKIT_STANDARD", "2"),
         ("BENCHKIT_ASV_SELECTION", "Linear"),

@@ -34,7 +34,7 @@ tenths of a percent. So a batch runs in a *place* of its own with a fixed name,
 * ``home/`` and ``tmp/``: an empty ``HOME`` and ``TMPDIR`` for every batch.
 
 Nothing here is a correction of counts: the worker is simply started the same way.
-Standard library only (the supervisor imports it before torch).
+Standard library and benchkit's settings only (the supervisor imports it before torch).
 """
 
 from __future__ import annotations
@@ -54,10 +54,12 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from benchkit.settings import COUNTING_PLACES
+
 # A fixed folder every Linux host has; not TMPDIR, whose value differs by place.
 PLACES = "/tmp"
 PLACE_PREFIX = "benchkit-counting-"
-SLOTS = 100
+SLOTS = COUNTING_PLACES
 LOCK = ".lock"
 TORCHSCRIPT = "torchscript"
 # The worker's modules, by their path in the package (the rest of benchkit stays out).
@@ -280,31 +282,45 @@ def _clear(root: Path) -> None:
             entry.unlink(missing_ok=True)
 
 
-def claim_place() -> Place | None:
-    """The first free ``/tmp/benchkit-counting-NN`` of this user, locked; None when
-    there is none (another user's folders, an unwritable /tmp)."""
-    for slot in range(SLOTS):
-        root = Path(PLACES) / f"{PLACE_PREFIX}{slot:02d}"
-        with contextlib.suppress(FileExistsError, OSError):
-            root.mkdir(mode=0o700)
-        try:
-            info = os.lstat(root)
-        except OSError:
-            continue
-        # Only a real folder of ours: never follow a link someone else put in /tmp.
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-            continue
-        try:
-            lock = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(lock)
-            continue
-        return Place(root, lock)
+def claim_place(slot: int | None = None, waiting: Callable[[str], None] | None = None) -> Place | None:
+    """The first free ``/tmp/benchkit-counting-NN`` of this user, locked; None when there is
+    none (another user's folders, an unwritable /tmp). With `slot`, that place only: the
+    batch waits while another holds it (`waiting` hears why once), so every batch that
+    pins it counts in the same place and their counts agree exactly."""
+    if slot is not None:
+        return _lock_place(slot, wait=True, waiting=waiting)
+    for number in range(SLOTS):
+        place = _lock_place(number, wait=False)
+        if place is not None:
+            return place
     return None
+
+
+def _lock_place(slot: int, wait: bool, waiting: Callable[[str], None] | None = None) -> Place | None:
+    root = Path(PLACES) / f"{PLACE_PREFIX}{slot:02d}"
+    with contextlib.suppress(FileExistsError, OSError):
+        root.mkdir(mode=0o700)
+    try:
+        info = os.lstat(root)
+    except OSError:
+        return None
+    # Only a real folder of ours: never follow a link someone else put in /tmp.
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return None
+    try:
+        lock = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        if not wait:
+            os.close(lock)
+            return None
+        if waiting is not None:
+            waiting(f"waiting for {root}: another batch counts there (BENCHKIT_COUNTING_SLOT)")
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the kernel if its holder dies
+    return Place(root, lock)
 
 
 def import_dirs(torch_dir: Path | None) -> list[Path]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchkit import settings
 from benchkit.measure.callgrind.batch import Batch, bytecode_root, inductor_root, outcome
 from benchkit.measure.callgrind.child import (
     COMPILE_MODULES,
@@ -341,7 +342,7 @@ def collect(
     version = valgrind_version()
     control, priming = _control_library()
     cases = list(cases)
-    place = claim_place()
+    place = claim_place(settings.current().measure.counting_slot, progress)
     if place is None:
         raise ValgrindUnavailable(f"no free {PLACES}/{PLACE_PREFIX}NN folder of this user to count in")
     try:
