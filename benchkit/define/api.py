@@ -1,5 +1,4 @@
-"""Grouped benchmark definitions: the user-facing API, in one module (a little over 500 lines)
-because definitions import every class of it from one place, as PyTorch's own `api` module.
+"""Grouped benchmark definitions: the user-facing API.
 
 A *grouped* definition describes a family of related benchmarks at once: the
 same computation written in Python and C++, optionally derived TorchScript and

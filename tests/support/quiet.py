@@ -3,8 +3,9 @@
 A test whose verdict rests on wall times it measures (an A/A pair judged unchanged) or that
 bounds the seconds something takes must not share the machine with the other xdist worker;
 every other test may. (Instruction counts do not care what else runs; what they do depend on,
-the counting place, is one for the whole session: tests/conftest.py.) `QuietLock` is a readers-writer lock
-between the worker processes, held for a whole test file (its module fixtures measure too):
+the counting place, is one for the whole session: tests/conftest.py.) `QuietLock` is a
+readers-writer lock between the worker processes, held for a whole test file (its module
+fixtures measure too):
 ordinary files hold it shared, a file with a ``quiet`` test alone. A worker holds one file's
 lock at a time, so two workers never wait for each other in a circle.
 

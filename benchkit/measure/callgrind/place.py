@@ -59,7 +59,6 @@ from benchkit.settings import COUNTING_PLACES
 # A fixed folder every Linux host has; not TMPDIR, whose value differs by place.
 PLACES = "/tmp"
 PLACE_PREFIX = "benchkit-counting-"
-SLOTS = COUNTING_PLACES
 LOCK = ".lock"
 TORCHSCRIPT = "torchscript"
 # The worker's modules, by their path in the package (the rest of benchkit stays out).
@@ -289,7 +288,7 @@ def claim_place(slot: int | None = None, waiting: Callable[[str], None] | None =
     pins it counts in the same place and their counts agree exactly."""
     if slot is not None:
         return _lock_place(slot, wait=True, waiting=waiting)
-    for number in range(SLOTS):
+    for number in range(COUNTING_PLACES):
         place = _lock_place(number, wait=False)
         if place is not None:
             return place
