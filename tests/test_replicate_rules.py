@@ -1,0 +1,58 @@
+"""lab/bench_replicate_rules.py: other tests of operator replicates, on the real-noise corpus."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from benchkit.stats import pooled_variance, replicate_test, variance_prior
+from lab import bench_replicate_rules as rules
+
+CORPUS = sorted((Path(__file__).resolve().parent / "data" / "noise-corpus").glob("*.json.gz"))
+
+
+def _figures(seed: int, count: int = 20, replicates: int = 6) -> rules.Figures:
+    rng = random.Random(seed)
+    return [
+        ([rng.gauss(0, 0.02) for _ in range(replicates)], [rng.gauss(0, 0.02) for _ in range(replicates)])
+        for _ in range(count)
+    ]
+
+
+def test_the_gate_rule_is_the_gates_own_test() -> None:
+    figures = _figures(1)
+    prior = variance_prior([pooled_variance(a, b) for a, b in figures])
+    expected = [replicate_test(a, b, prior).p_value() for a, b in figures]  # type: ignore[union-attr]
+    assert rules.gate_rule(figures) == expected
+
+
+def test_removing_the_weather_keeps_a_build_wide_change() -> None:
+    """Each replicate's common move is removed around its mean: a change every figure shares
+    stays in every figure, and of a moment that moved every figure alike only its share of the
+    mean stays (it is part of the build-wide change), spread evenly over the replicates."""
+    figures = _figures(2)
+    shift = math.log(1.05)
+    slower = [(a, [v + shift for v in b]) for a, b in figures]
+    before, after = rules._weather_removed(figures), rules._weather_removed(slower)
+    for row, moved in zip(before, after, strict=True):
+        assert [y - x for x, y in zip(row, moved, strict=True)] == [pytest_approx(shift)] * len(row)
+    # Replicate 0 of head hit a slow moment: every figure's first difference +20 %.
+    stormy = [(a, [b[0] + math.log(1.2), *b[1:]]) for a, b in figures]
+    share = math.log(1.2) / 6
+    assert rules._weather_removed(stormy) == [[pytest_approx(v + share) for v in row] for row in before]
+
+
+def pytest_approx(value: float):  # type: ignore[no-untyped-def]
+    import pytest
+
+    return pytest.approx(value, abs=1e-12)
+
+
+def test_a_report_of_one_real_pair() -> None:
+    report = rules.evaluate(CORPUS[-1:], 0.05)
+    gate_row = next(line for line in report.splitlines() if line.startswith("| gate "))
+    assert "| 0/1 " in gate_row, gate_row  # a twin pair: the gate's own test flags nothing
+    assert "replicates per side" in report
+    # Every operator figure was injected: 51 inputs per metric in the whole suite.
+    assert "/51 (" in gate_row, gate_row
