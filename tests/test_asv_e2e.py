@@ -45,6 +45,7 @@ from support.asv_project import (
     AsvProject,
     make_project,
 )
+from support.regressions_page import check_regressions_page
 from support.scratch import module_dir
 from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
@@ -219,7 +220,8 @@ def test_other_asv_workflows(project: AsvProject) -> None:
 
 @pytest.mark.slow
 def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProject) -> None:
-    """`benchkit main`, interrupted after round 1 of a commit, ends with every round of every commit."""
+    """`benchkit main`, interrupted after round 1 of a commit, ends with every round of every commit;
+    its site's Regressions page is then checked in Chromium (support.regressions_page)."""
     job = make_project(tmp_path / "job", Path(json.loads(project.config.read_text())["env_dir"]))
     # This host's own machine entry too: without being told, benchmarks would file profiles under it.
     job.asv("machine", "--yes")
@@ -280,6 +282,7 @@ def test_main_job_resumes_after_an_interruption(tmp_path: Path, project: AsvProj
     assert why and (job.root / "html" / why[1]).is_file(), linear_row
     assert second.returncode == 1, output[-3000:]
     assert "finished with 1 problem(s)" in output and "index.html" in output
+    check_regressions_page(job.root / "html")  # its steps, as Chromium shows them
     assert "instruction counts" in output and "wall time" in output  # the per-build table
     # `--machine` files the Callgrind profiles under that machine, beside its results.
     assert len(list((job.root / "results" / MACHINE / "benchkit-profiles").glob("*.json.gz"))) == 2

@@ -1,8 +1,9 @@
 """The Regressions page of a real two-build main job, as a user sees it in Chromium.
 
-`benchkit main` with two torch builds (the local wheel and a copy whose Linear computes
-twice) on the e2e cases: every step of such a history has one build a side, so each row is
-"not judged", greyed, its label explained on hover and in the legend under the table.
+A main job of two torch builds (the local wheel and a copy whose Linear computes twice) on the
+e2e cases: every step of such a history has one build a side, so each row is "not judged",
+greyed, its label explained on hover and in the legend under the table. tests/test_asv_e2e.py
+checks the page of its resumed main job with it (one job serves both).
 """
 
 from __future__ import annotations
@@ -13,25 +14,11 @@ import os
 import threading
 from pathlib import Path
 
-import pytest
-from support.asv_project import CASES, MACHINE, ROUNDS, make_project
-from support.wheels import LOCAL_WHEEL, slow_linear_wheel
-
 from lab.browser import Browser, QuietHandler
 
-pytestmark = pytest.mark.slow
 
-
-def test_regressions_page_of_a_two_build_main_job(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "project", tmp_path / "env")
-    slow = slow_linear_wheel(tmp_path / "pr-wheel")
-    job = project.benchkit(
-        "main", "--build", str(LOCAL_WHEEL), "--build", str(slow), "-b", CASES, "--rounds", str(ROUNDS),
-        "--asv-config", str(project.config), "--machine", MACHINE,
-    )  # fmt: skip
-    assert job.returncode in (0, 1, 2), job.stdout + job.stderr  # the gate's verdict is not tested here
-    site = project.root / "html"
-    assert (site / "regressions.html").is_file(), job.stdout[-3000:] + job.stderr[-3000:]
+def check_regressions_page(site: Path) -> None:
+    assert (site / "regressions.html").is_file(), site
     handler = functools.partial(QuietHandler, directory=str(site))
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
