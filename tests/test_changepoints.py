@@ -309,3 +309,86 @@ def test_the_levels_fit_is_the_least_squares_one(seed: int) -> None:
     assert steps >= 1
     _, ends = _reference_levels(values, steps)
     assert [end for _, end in fit.bounds] == ends
+
+
+def _whole_matrix_starts(values: list[float], steps: int) -> list[list[int]]:
+    """The search for where each level starts over the whole cost matrix at once, without
+    blocks: for k = 1..steps, each end's best start."""
+    import numpy as np
+
+    from benchkit.report.steps.segments import _cost_matrix
+
+    cost = _cost_matrix(values)
+    best = cost[:, 0].copy()
+    found = []
+    for _ in range(steps):
+        total = cost + best[None, :]
+        start = np.argmin(total, axis=1)
+        best = total[np.arange(len(best)), start]
+        found.append(start.tolist())
+    return found
+
+
+@pytest.mark.parametrize("length", [600, 1037])
+def test_the_blocked_search_finds_what_the_whole_matrix_does(length: int) -> None:
+    """Longer than a block of ends (`SEARCH_BLOCK`), with many steps: every end's best start
+    per number of levels, and so the fit, as the search over the whole matrix finds them."""
+    import random
+
+    import numpy as np
+
+    from benchkit.report.steps.segments import SEARCH_BLOCK, _cost_matrix, _last_starts
+
+    assert length > 2 * SEARCH_BLOCK
+    rng = random.Random(length)
+    level, values = 0.0, []
+    for _ in range(length):
+        if rng.random() < 0.03:
+            level += rng.choice((-0.2, 0.2))
+        values.append(level + rng.gauss(0, 0.01))
+    cost = _cost_matrix(values)
+    best = cost[:, 0].copy()
+    scratch = np.empty((SEARCH_BLOCK, length + 1))
+    for expected in _whole_matrix_starts(values, 12):
+        start, best = _last_starts(cost, best, scratch)
+        assert start.tolist() == expected
+
+
+def test_the_cost_matrix_is_every_levels_residual_sum_of_squares() -> None:
+    import random
+
+    import numpy as np
+
+    from benchkit.report.steps.segments import _cost_matrix
+
+    rng = random.Random(5)
+    values = [rng.gauss(0, 1) for _ in range(60)]
+    cost = _cost_matrix(values)
+    for end in range(61):
+        for first in range(61):
+            if first >= end:
+                assert cost[end, first] == np.inf
+            else:
+                part = np.asarray(values[first:end])
+                assert cost[end, first] == pytest.approx(float(((part - part.mean()) ** 2).sum()), abs=1e-9)
+
+
+def test_the_cost_matrix_in_blocks_is_the_whole_formula_bit_for_bit() -> None:
+    """Longer than a block: the same numbers as the formula over the whole matrix at once."""
+    import random
+
+    import numpy as np
+
+    from benchkit.report.steps.segments import SEARCH_BLOCK, _cost_matrix
+
+    rng = random.Random(9)
+    values = [rng.gauss(0, 1) + (0.5 if i > 150 else 0.0) for i in range(2 * SEARCH_BLOCK + 41)]
+    y = np.asarray(values) - np.median(values)
+    sums = np.concatenate(([0.0], np.cumsum(y)))
+    squares = np.concatenate(([0.0], np.cumsum(y * y)))
+    end, first = np.arange(len(y) + 1)[:, None], np.arange(len(y) + 1)[None, :]
+    count = end - first
+    with np.errstate(divide="ignore", invalid="ignore"):
+        whole = (squares[end] - squares[first]) - (sums[end] - sums[first]) ** 2 / count
+    whole = np.where(count > 0, np.maximum(whole, 0.0), np.inf)
+    assert np.array_equal(_cost_matrix(values), whole)

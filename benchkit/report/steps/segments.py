@@ -70,21 +70,57 @@ def _critical(level: float, added: int, df: int) -> float:
     return float(f.isf(level, added, df))
 
 
+# Ends per block of the search for where the last level starts: a level ending at j starts
+# before j, so a block of ends reads only the columns left of its last end (half the matrix
+# in all), and a block's sums stay in cache.
+SEARCH_BLOCK = 256
+
+
 def _cost_matrix(values: Sequence[float]) -> Any:
     """cost[j, i]: residual sum of squares of values[i:j] around their mean (inf unless i < j).
-    Indexed end first, so that the search over where a level starts reads contiguous rows."""
+    Indexed end first, so that the search over where a level starts reads contiguous rows.
+    Filled by the search's blocks of ends (`SEARCH_BLOCK`), each up to its last end: the rest
+    is the inf it starts as, and a long history's matrix is computed half, in cache-sized parts."""
     import numpy as np
 
     y = np.asarray(values, dtype=float)
     y = y - np.median(y)  # centred: the sums below then lose no precision
     sums = np.concatenate(([0.0], np.cumsum(y)))
     squares = np.concatenate(([0.0], np.cumsum(y * y)))
-    end = np.arange(len(y) + 1)[:, None]
-    first = np.arange(len(y) + 1)[None, :]
-    count = end - first
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cost = (squares[end] - squares[first]) - (sums[end] - sums[first]) ** 2 / count
-    return np.where(count > 0, np.maximum(cost, 0.0), np.inf)
+    size = len(y) + 1
+    cost = np.full((size, size), np.inf)
+    # Within a block's own columns: where a level would start at or after its end.
+    empty = np.triu(np.ones((SEARCH_BLOCK, SEARCH_BLOCK), dtype=bool))
+    for first in range(0, size, SEARCH_BLOCK):
+        past = min(first + SEARCH_BLOCK, size)
+        block = cost[first:past, :past]
+        count = np.arange(first, past)[:, None] - np.arange(past)[None, :]
+        np.subtract(squares[first:past, None], squares[None, :past], out=block)
+        mean_part = sums[first:past, None] - sums[None, :past]
+        np.multiply(mean_part, mean_part, out=mean_part)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.divide(mean_part, count, out=mean_part)
+        np.subtract(block, mean_part, out=block)
+        np.maximum(block, 0.0, out=block)
+        block[:, first:past][empty[: past - first, : past - first]] = np.inf
+    return cost
+
+
+def _last_starts(cost: Any, best: Any, total: Any) -> tuple[Any, Any]:
+    """For every end j: where its last level best starts (the first i minimising best[i] +
+    cost[j, i]) and that least cost; `total`: scratch space, `SEARCH_BLOCK` rows of `cost`'s width."""
+    import numpy as np
+
+    ends = len(best)
+    start = np.empty(ends, dtype=np.intp)
+    least = np.empty(ends)
+    for first in range(0, ends, SEARCH_BLOCK):
+        past = min(first + SEARCH_BLOCK, ends)
+        block = total[: past - first, :past]
+        np.add(cost[first:past, :past], best[None, :past], out=block)
+        start[first:past] = np.argmin(block, axis=1)
+        least[first:past] = block[np.arange(past - first), start[first:past]]
+    return start, least
 
 
 def fit_levels(values: Sequence[float], floor: float = 0.0, rate: float = FALSE_STEP_RATE) -> Levels:
@@ -99,12 +135,10 @@ def fit_levels(values: Sequence[float], floor: float = 0.0, rate: float = FALSE_
     starts = []  # per number of steps k: for each end j, where the last level begins
     rss = [float(best[n])]
     kept = 0
-    total = np.empty_like(cost)
-    ends_index = np.arange(n + 1)
+    total = np.empty((min(SEARCH_BLOCK, n + 1), n + 1))
     for k in range(1, n - 1):
-        np.add(cost, best[None, :], out=total)  # total[j, i]: values[:i] in k levels, then i..j
-        start = np.argmin(total, axis=1)
-        best = total[ends_index, start]
+        # For each end j: values[:i] in k levels, then i..j, at the best i.
+        start, best = _last_starts(cost, best, total)
         starts.append(start)
         rss.append(float(best[n]))
         added, df = k - kept, n - k - 1
