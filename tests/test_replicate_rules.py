@@ -6,6 +6,8 @@ import math
 import random
 from pathlib import Path
 
+import pytest
+
 from benchkit.stats import pooled_variance, replicate_test, variance_prior
 from lab import bench_replicate_rules as rules
 
@@ -36,17 +38,15 @@ def test_removing_the_weather_keeps_a_build_wide_change() -> None:
     slower = [(a, [v + shift for v in b]) for a, b in figures]
     before, after = rules._weather_removed(figures), rules._weather_removed(slower)
     for row, moved in zip(before, after, strict=True):
-        assert [y - x for x, y in zip(row, moved, strict=True)] == [pytest_approx(shift)] * len(row)
+        assert [y - x for x, y in zip(row, moved, strict=True)] == [pytest.approx(shift, abs=1e-12)] * len(
+            row
+        )
     # Replicate 0 of head hit a slow moment: every figure's first difference +20 %.
     stormy = [(a, [b[0] + math.log(1.2), *b[1:]]) for a, b in figures]
     share = math.log(1.2) / 6
-    assert rules._weather_removed(stormy) == [[pytest_approx(v + share) for v in row] for row in before]
-
-
-def pytest_approx(value: float):  # type: ignore[no-untyped-def]
-    import pytest
-
-    return pytest.approx(value, abs=1e-12)
+    assert rules._weather_removed(stormy) == [
+        [pytest.approx(v + share, abs=1e-12) for v in row] for row in before
+    ]
 
 
 def test_a_report_of_one_real_pair() -> None:
