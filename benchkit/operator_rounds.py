@@ -6,7 +6,8 @@ so in the main run each build's timings come from its own stretch of time, and a
 from an earlier job: whatever the machine did in either stretch moves every timing of that
 build alike, and a verdict would take it for the build's. After the main run the job therefore
 times the selected operators of the builds it judges (the new ones, their predecessors, a
-baseline) again, `OPERATOR_ROUNDS` times each, the builds alternating (A B, then B A): every
+baseline) again, `OPERATOR_ROUNDS` times each, the builds alternating (A B, then B A), or side by
+side, one core each, where the machine has a core per build (`benchkit.measure.side_by_side`): every
 replicate is one timing process of one build (``python -m benchkit.measure.operators.asv
 --time-default-set``) run with the build's unpacked tree on its path, as the wall-time rounds
 are (`benchkit.measure.walltime.batch.BuildPlace`), so no build is installed between replicates
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import re
@@ -37,6 +39,7 @@ from benchkit.history.builds.places import places_of
 from benchkit.history.builds.sources import PIP_CONFIG, PipSource
 from benchkit.history.results.read import LoadedResults, benchmark_infos
 from benchkit.history.results.rounds_writer import Recorded, RoundsWriter
+from benchkit.measure import side_by_side
 from benchkit.measure.operators.asv import ReplicateFigure, replicate_figure, replicate_rounds_per_process
 from benchkit.measure.selection import selected
 from benchkit.measure.walltime.batch import BuildPlace, round_order
@@ -177,36 +180,53 @@ def _replicates(
     places: Sequence[BuildPlace], suites: Sequence[_Suite], rounds: int, environ: Mapping[str, str],
     progress: Progress,
 ) -> dict[str, list[_Run]]:  # fmt: skip
-    """Per commit, its replicate processes in order: round after round, the builds alternating."""
+    """Per commit, its replicate processes in order: round after round, the builds alternating;
+    a round's CPU processes side by side, one core each, where the machine has a core per
+    build (`benchkit.measure.side_by_side`; a CPU timing process times on one thread)."""
     runs: dict[str, list[_Run]] = {place.commit: [] for place in places}
+    lanes = side_by_side.lanes(environ)
+    lanes = lanes if lanes is not None and lanes.fit(len(places)) else None
     for index in range(rounds):
         began = time.monotonic()
-        for place in round_order(places, index):
-            for suite in suites:
-                runs[place.commit].append(_time_once(place, suite, environ))
+        order = round_order(places, index)
+        for suite in suites:
+            if lanes is not None and suite.device == "cpu":
+                core = {place.commit: lanes.core_of(index, build) for build, place in enumerate(places)}
+                tasks = [functools.partial(_time_once, p, suite, environ, core[p.commit]) for p in order]
+                done = side_by_side.at_once(tasks)
+            else:
+                done = [_time_once(place, suite, environ) for place in order]
+            for place, run in zip(order, done, strict=True):
+                runs[place.commit].append(run)
         took = time.monotonic() - began
-        progress.note(f"operator replicate {index + 1}/{rounds}: {len(places)} build(s) in {took:.1f} s")
+        how = ", side by side" if lanes is not None else ""
+        progress.note(f"operator replicate {index + 1}/{rounds}: {len(places)} build(s){how} in {took:.1f} s")
     return runs
 
 
-def _time_once(place: BuildPlace, suite: _Suite, environ: Mapping[str, str]) -> _Run:
-    """One timing process of `suite` on `place`'s build."""
+def _time_once(place: BuildPlace, suite: _Suite, environ: Mapping[str, str], core: int | None = None) -> _Run:
+    """One timing process of `suite` on `place`'s build (on `core` alone when given)."""
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="benchkit-replicate-") as scratch:
         out = Path(scratch) / "timing.json"
         command = [place.python, "-m", "benchkit.measure.operators.asv", "--time-default-set",
                    str(replicate_rounds_per_process(suite.device)), str(out), suite.device,
                    ",".join(suite.operators)]  # fmt: skip
+        process = subprocess.Popen(
+            command, env=place.environ(environ), cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        if core is not None:
+            side_by_side.pin(process.pid, core)
         try:
-            done = subprocess.run(
-                command, env=place.environ(environ), cwd=REPO_ROOT, capture_output=True, text=True,
-                timeout=REPLICATE_TIMEOUT_SECONDS,
-            )  # fmt: skip
+            _, stderr = process.communicate(timeout=REPLICATE_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
             return _Run(suite.device, None, f"no result after {REPLICATE_TIMEOUT_SECONDS:.0f} s", 0.0)
         seconds = time.monotonic() - began
-        if done.returncode != 0 or not out.exists():
-            why = f"the timing process exited with status {done.returncode}: {done.stderr.strip()[-800:]}"
+        if process.returncode != 0 or not out.exists():
+            why = f"the timing process exited with status {process.returncode}: {stderr.strip()[-800:]}"
             return _Run(suite.device, None, why, seconds)
         data = json.loads(out.read_text())
     if "torch" in data:

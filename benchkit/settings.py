@@ -49,6 +49,7 @@ class Var(enum.Enum):
     COUNTING_SLOT = "BENCHKIT_COUNTING_SLOT"
     NO_PCH = "BENCHKIT_NO_PCH"
     COMPILE_TIMEOUT = "BENCHKIT_COMPILE_TIMEOUT"
+    SIDE_BY_SIDE = "BENCHKIT_SIDE_BY_SIDE"
     # the suite's definitions
     DEFINITIONS = "BENCHKIT_DEFINITIONS"
     STANDARD = "BENCHKIT_STANDARD"
@@ -103,6 +104,9 @@ class MeasureSettings:
     counting_slot: int | None = None
     no_pch: bool = False  # no precompiled header for C++ shards
     compile_timeout: float | None = None  # seconds; None: `benchkit.measure.cpp.shards`'s default
+    # The builds of a wall-time round or operator replicate measured at once, one core each
+    # (`benchkit.measure.side_by_side`); False: one after the other.
+    side_by_side: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,6 +260,7 @@ def read(environ: Mapping[str, str]) -> Settings:
             counting_slot=_slot(environ),
             no_pch=_flag(environ, Var.NO_PCH, False),
             compile_timeout=_seconds(environ, Var.COMPILE_TIMEOUT),
+            side_by_side=_flag(environ, Var.SIDE_BY_SIDE, True),
         ),
         define=DefineSettings(
             definitions=tuple(
@@ -309,6 +314,7 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.COUNTING_SLOT: _optional(measure.counting_slot),
         Var.NO_PCH: "1" if measure.no_pch else None,
         Var.COMPILE_TIMEOUT: repr(measure.compile_timeout) if measure.compile_timeout else None,
+        Var.SIDE_BY_SIDE: None if measure.side_by_side else "0",
         Var.DEFINITIONS: _join(define.definitions) or None,
         Var.STANDARD: None if define.standard else "0",
         Var.WHEELHOUSE: _join(history.wheelhouses) or None,

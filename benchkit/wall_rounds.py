@@ -1,7 +1,8 @@
 """The main job's wall-time rounds: benchkit measures them itself, every build's round one
 process for all of its selected cases, the builds alternating round by round
 (`benchkit.measure.walltime.batch`), and writes them into asv's results as asv's own rounds
-(`benchkit.history.results.rounds_writer`).
+(`benchkit.history.results.rounds_writer`). Where the machine has a core per build, the builds'
+processes of a round run side by side (`benchkit.measure.side_by_side`).
 
 asv still measures everything else (instruction counts, operator timings), and a plain
 ``asv run`` still measures ``time_wall`` its own way, a process per case and round; both use the
@@ -45,6 +46,14 @@ def selected_walls(conf: Any, bench: Sequence[str]) -> dict[str, str]:
     return {name: key for name in chosen if (key := keys.of_benchmark(name)) is not None}
 
 
+def several_threads() -> frozenset[str]:
+    """Keys of the cases that time more than one thread: they need the machine to themselves,
+    so no other build's process measures beside them (`interleaved_rounds`)."""
+    from benchkit.expand import load_cases
+
+    return frozenset(case.key for case in load_cases() if case.timer_args.num_threads > 1)
+
+
 def measure(
     conf: Any,
     conf_path: Path,
@@ -81,7 +90,9 @@ def measure(
         )
         writer = RoundsWriter(conf, machine, env_name)
         started = dt.datetime.now(dt.UTC)
-        taken = interleaved_rounds(places, keys_of_round, most, regexes, environ, progress.note)
+        taken = interleaved_rounds(
+            places, keys_of_round, most, regexes, environ, progress.note, alone=several_threads()
+        )
         for place in places:
             per_name: dict[str, list[CaseRound]] = {}
             for one_round in taken.rounds[place.commit]:

@@ -36,6 +36,7 @@ def test_every_setting_is_read_and_rendered_back() -> None:
         "BENCHKIT_COUNTING_SLOT": "07",
         "BENCHKIT_NO_PCH": "1",
         "BENCHKIT_COMPILE_TIMEOUT": "12.5",
+        "BENCHKIT_SIDE_BY_SIDE": "0",
         "BENCHKIT_DEFINITIONS": os.pathsep.join(["d1.py", "d2.py"]),
         "BENCHKIT_STANDARD": "0",
         "BENCHKIT_WHEELHOUSE": "/w",
@@ -47,7 +48,7 @@ def test_every_setting_is_read_and_rendered_back() -> None:
     assert read.asv.wall_rounds == 4 and read.asv.machine == "box"
     assert read.asv.selection == Selection(SelectionSource.GIVEN, "run-1", ("Linear", "ReLU$"))
     assert read.measure.operator_logs == (Path("/a"), Path("/b")) and read.measure.compile_timeout == 12.5
-    assert read.measure.counting_slot == 7
+    assert read.measure.counting_slot == 7 and not read.measure.side_by_side
     assert read.define == settings.DefineSettings((Path("d1.py"), Path("d2.py")), standard=False)
     assert not read.history.source_build and read.history.torch_wheel == Path("/t.whl")
     assert settings.read(settings.to_environ(read)) == read

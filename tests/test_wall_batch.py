@@ -130,3 +130,68 @@ def test_cpp_cases_are_compiled_before_the_rounds(environ: dict[str, str], tmp_p
     assert (prepared.place.environ({}).get(vec_isa.ENV) == "1") == skips
     found = run_round(prepared.place, [keys["cpp"]], None, cache)
     assert found[keys["cpp"]].status is CaseStatus.OK, found
+
+
+def _where_definitions(one: Path, two: Path) -> str:
+    """Two cases whose setup appends `pid [cores] time` to a file: one of one thread, one of two."""
+    note = (
+        "import os, time\nwith open(PATH, 'a') as f:\n"
+        "    f.write(f'{os.getpid()} {sorted(os.sched_getaffinity(0))} {time.time()}\\n')"
+    )
+    return (
+        "from benchkit.define.api import TimerArgs\n"
+        f"ONE = {note.replace('PATH', repr(str(one)))!r}\n"
+        f"TWO = {note.replace('PATH', repr(str(two)))!r}\n"
+        "BENCHMARKS = {'where': {\n"
+        "    'one thread': TimerArgs('y = x + 1', setup='x = torch.ones(4)\\n' + ONE),\n"
+        "    'two threads': TimerArgs('y = x + 1', setup='x = torch.ones(4)\\n' + TWO, num_threads=2),\n"
+        "}}\n"
+    )
+
+
+def _notes(path: Path) -> list[tuple[int, list[int], float]]:
+    rows = [line.split(" ", 1) for line in path.read_text().splitlines()]
+    return [
+        (int(pid), json.loads(rest.rsplit(" ", 1)[0]), float(rest.rsplit(" ", 1)[1])) for pid, rest in rows
+    ]
+
+
+@pytest.mark.parametrize("side_by_side", [True, False])
+def test_rounds_of_two_builds_run_side_by_side_one_core_each(
+    tmp_path: Path, side_by_side: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchkit.measure.side_by_side import usable_cores
+    from benchkit.wall_rounds import several_threads
+
+    cores = usable_cores()
+    if len(cores) < 2:
+        pytest.skip("side by side needs two usable cores")
+    one, two = tmp_path / "one.txt", tmp_path / "two.txt"
+    definitions = tmp_path / "where_definitions.py"
+    definitions.write_text(_where_definitions(one, two))
+    monkeypatch.setenv("BENCHKIT_STANDARD", "0")
+    monkeypatch.setenv("BENCHKIT_DEFINITIONS", str(definitions))
+    monkeypatch.setenv("BENCHKIT_SIDE_BY_SIDE", "1" if side_by_side else "0")
+    environ = dict(os.environ)
+    keys = _keys(environ)
+    alone = several_threads()
+    assert alone == {keys["two threads"]}
+    a, b = _place(), BuildPlace("e" * 40, *list(vars(_place()).values())[1:])
+    taken = interleaved_rounds([a, b], lambda i: list(keys.values()), 2, None, environ, alone=alone)
+    assert all(
+        r.status is CaseStatus.OK for rounds in taken.rounds.values() for rnd in rounds for r in rnd.values()
+    )
+    assert taken.side_by_side is side_by_side
+    singles, doubles = _notes(one), _notes(two)
+    assert len(singles) >= 4 and len(doubles) >= 4  # each build's process of each round, at least
+    # the two-thread case always has every core; the one-thread case one core of its own side by side
+    assert all(affinity == list(cores) for _, affinity, _ in doubles)
+    if not side_by_side:
+        assert all(affinity == list(cores) for _, affinity, _ in singles)
+        return
+    assert all(len(affinity) == 1 for _, affinity, _ in singles)
+    first = {pid: (affinity[0], at) for pid, affinity, at in singles}
+    by_time = sorted(first.values(), key=lambda core_at: core_at[1])
+    # each round's two processes: on different cores, started together (not one after the other)
+    for (core_1, at_1), (core_2, at_2) in zip(by_time[::2], by_time[1::2], strict=True):
+        assert core_1 != core_2 and abs(at_1 - at_2) < 5.0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -253,6 +254,8 @@ def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None 
             "git_version": torch.version.git_version,
             "file": torch.__file__,
         },
+        # the cores it ran on: one of its own when builds are timed side by side
+        "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
         "warm_up_s": suite.warm_up_s,
         "elapsed_s": suite.elapsed_s,
         "method": options.method,

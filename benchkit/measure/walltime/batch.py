@@ -1,5 +1,7 @@
 """Wall-time rounds as `benchkit main` measures them: one process per build and round that
-measures every selected case in turn, the builds alternating round by round.
+measures every selected case in turn, the builds alternating round by round, or side by side
+on a core each (`benchkit.measure.side_by_side`; cases of several threads then in a process of
+their own per build and round, one build after the other).
 
 asv's ``time_wall`` is a process per case and round, and a build switch (uninstall, install)
 before every round: most of such a round prepares rather than measures (lab/reports/batch-rounds.md:
@@ -17,17 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from benchkit.errors import UserError
-from benchkit.measure import vec_isa
+from benchkit.measure import side_by_side, vec_isa
 from benchkit.measure.walltime import batch_child
 from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 from benchkit.util import REPO_ROOT
@@ -109,7 +112,9 @@ class _Child:
         return text[-chars:].strip()
 
 
-def _start(place: BuildPlace, request: dict, scratch: Path, environ: Mapping[str, str]) -> _Child:
+def _start(
+    place: BuildPlace, request: dict, scratch: Path, environ: Mapping[str, str], core: int | None = None
+) -> _Child:
     index = len(list(scratch.glob("request-*.json")))
     request_path = scratch / f"request-{index}.json"
     request_path.write_text(json.dumps(request))
@@ -123,6 +128,8 @@ def _start(place: BuildPlace, request: dict, scratch: Path, environ: Mapping[str
             env=place.environ(environ),
             cwd=REPO_ROOT,
         )
+    if core is not None:
+        side_by_side.pin(process.pid, core)
     return _Child(process, results, log)
 
 
@@ -146,18 +153,19 @@ def _wait(child: _Child, timeout: float) -> bool:
 def run_round(
     place: BuildPlace, keys: Sequence[str], regexes: Sequence[str] | None, environ: Mapping[str, str],
     case_timeout: float = CASE_TIMEOUT_SECONDS, blocks: Mapping[str, int] | None = None,
+    core: int | None = None,
 ) -> dict[str, CaseRound]:  # fmt: skip
     """One round of `keys` on one build: every case's `CaseRound`, timed in `blocks` (executions
-    per sample, by key) where given, else calibrated. A process that dies or hangs costs the
-    case it was measuring (recorded as failed, with the process's last words); the cases after
-    it go on in a new process."""
+    per sample, by key) where given, else calibrated; on `core` alone when given. A process
+    that dies or hangs costs the case it was measuring (recorded as failed, with the process's
+    last words); the cases after it go on in a new process."""
     found: dict[str, CaseRound] = {}
     left = list(keys)
     given = {key: blocks[key] for key in keys if key in blocks} if blocks else {}
     with tempfile.TemporaryDirectory(prefix="benchkit-round-") as tmp:
         while left:
             request = {"keys": left, "regexes": regexes, "samples": SAMPLES_PER_ROUND, "blocks": given}
-            child = _start(place, request, Path(tmp), environ)
+            child = _start(place, request, Path(tmp), environ, core)
             finished = _wait(child, case_timeout)
             if not child.lines:
                 why = child.log_tail() or f"exit code {child.process.returncode}"
@@ -228,15 +236,22 @@ RoundsOfBuild = dict[str, list[dict[str, CaseRound]]]  # commit -> its rounds, e
 @dataclasses.dataclass(frozen=True)
 class RoundsTaken:
     """What a set of rounds measured (`rounds`) and what it cost: seconds from the first
-    process's start to the last one's end, and the seconds inside timed blocks."""
+    process's start to the last one's end, and the seconds inside timed blocks per core in use
+    (a sample taken while another build's process sampled beside it counts half)."""
 
     rounds: RoundsOfBuild
     seconds: float
     sampled: float
+    side_by_side: bool = False
 
     def describe(self) -> str:
         share = self.sampled / self.seconds if self.seconds else 0.0
-        return f"{self.seconds:.0f} s, {self.sampled:.0f} s of it in timed samples ({share:.0%})"
+        how = "; the builds side by side, one core each" if self.side_by_side else ""
+        return f"{self.seconds:.0f} s, {self.sampled:.0f} s of it in timed samples ({share:.0%}{how})"
+
+
+def _sampled(found: Mapping[str, CaseRound]) -> float:
+    return sum(r.sampled for r in found.values())
 
 
 def interleaved_rounds(
@@ -246,28 +261,58 @@ def interleaved_rounds(
     regexes: Sequence[str] | None,
     environ: Mapping[str, str],
     note: Callable[[str], None] = lambda _: None,
+    alone: Collection[str] = (),
 ) -> RoundsTaken:
     """`rounds` rounds of every build, interleaved (`round_order`); round `i` measures
     `keys_of_round(i)` on each build.
 
+    Where the machine has a core per build (`benchkit.measure.side_by_side`), a round's
+    processes run at once, each build on its own core, for every case but those in `alone`
+    (cases of several threads): those follow, one build after the other, the machine theirs.
+
     A case is calibrated in its first round on each build; that build's later rounds time it
     in the same block size. So every build's rounds are alike (the first of each calibrates),
     and no later round spends its time choosing a number it already knows."""
+    lanes = side_by_side.lanes(environ)
+    lanes = lanes if lanes is not None and lanes.fit(len(places)) else None
     measured: RoundsOfBuild = {place.commit: [] for place in places}
     blocks: dict[str, dict[str, int]] = {place.commit: {} for place in places}
     began, sampled = time.monotonic(), 0.0
     for index in range(rounds):
         keys = list(keys_of_round(index))
+        order = round_order(places, index)
+        shared = [key for key in keys if key not in alone] if lanes is not None else []
+        apart = [key for key in keys if key not in frozenset(shared)] if shared else keys
         started = time.monotonic()
-        for place in round_order(places, index):
-            found = run_round(place, keys, regexes, environ, blocks=blocks[place.commit])
-            measured[place.commit].append(found)
-            sampled += sum(r.sampled for r in found.values())
-            for key, outcome in found.items():
+        found: dict[str, dict[str, CaseRound]] = {place.commit: {} for place in order}
+        if shared and lanes is not None:
+            tasks = [
+                functools.partial(
+                    run_round,
+                    place,
+                    shared,
+                    regexes,
+                    environ,
+                    blocks=blocks[place.commit],
+                    core=lanes.core_of(index, places.index(place)),
+                )
+                for place in order
+            ]
+            for place, outcome in zip(order, side_by_side.at_once(tasks), strict=True):
+                found[place.commit].update(outcome)
+                sampled += _sampled(outcome) / len(order)
+        for place in order if apart else ():
+            outcome = run_round(place, apart, regexes, environ, blocks=blocks[place.commit])
+            found[place.commit].update(outcome)
+            sampled += _sampled(outcome)
+        for place in order:
+            measured[place.commit].append(found[place.commit])
+            for key, outcome in found[place.commit].items():
                 if outcome.block and outcome.status is CaseStatus.OK:
                     blocks[place.commit].setdefault(key, outcome.block)
+        together = f", {len(shared)} of them side by side" if shared else ""
         note(
-            f"wall-time round {index + 1}/{rounds}: {len(keys)} case(s) on {len(places)} build(s) "
+            f"wall-time round {index + 1}/{rounds}: {len(keys)} case(s) on {len(places)} build(s){together} "
             f"in {time.monotonic() - started:.1f} s"
         )
-    return RoundsTaken(measured, time.monotonic() - began, sampled)
+    return RoundsTaken(measured, time.monotonic() - began, sampled, lanes is not None)
