@@ -93,8 +93,7 @@ def test_the_selected_benchmarks_name_the_operators_and_inputs_to_time() -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("side_by_side", [True, False])
-def test_replicates_of_two_builds_run_side_by_side_one_core_each(tmp_path: Path, side_by_side: bool) -> None:
+def test_replicates_of_two_builds_run_side_by_side_one_core_each(tmp_path: Path) -> None:
     """Real timing processes of relu's inputs, this interpreter's torch standing in for two builds."""
     from benchkit.asv_runs import Progress
     from benchkit.measure.side_by_side import usable_cores
@@ -107,10 +106,7 @@ def test_replicates_of_two_builds_run_side_by_side_one_core_each(tmp_path: Path,
     a = BuildPlace("a" * 40, "here", sys.executable, here, torch.version.git_version)
     b = dataclasses.replace(a, commit="b" * 40)
     [suite] = rounds._suites([RATIO, EAGER])
-    environ = {
-        **os.environ, "BENCHKIT_CACHE_DIR": str(tmp_path / "cache"),
-        "BENCHKIT_SIDE_BY_SIDE": "1" if side_by_side else "0",
-    }  # fmt: skip
+    environ = {**os.environ, "BENCHKIT_CACHE_DIR": str(tmp_path / "cache"), "BENCHKIT_SIDE_BY_SIDE": "1"}
     notes: list[str] = []
 
     class Notes(Progress):
@@ -120,15 +116,11 @@ def test_replicates_of_two_builds_run_side_by_side_one_core_each(tmp_path: Path,
     runs = rounds._replicates([a, b], [suite], 2, environ, Notes())
     assert all(run.error == "" and run.data is not None for runs_of in runs.values() for run in runs_of)
     used = [[run.data["cores"] for run in runs[place.commit]] for place in (a, b)]
-    if side_by_side:
-        # one core each, a different one per build in a round, and each build on both cores in turn
-        assert all(len(cores_of) == 1 for per_build in used for cores_of in per_build), used
-        assert [used[0][i] != used[1][i] for i in range(2)] == [True, True], used
-        assert used[0][0] != used[0][1], used
-        assert "side by side" in notes[0]
-    else:
-        assert all(cores_of == list(cores) for per_build in used for cores_of in per_build), used
-        assert "side by side" not in notes[0]
+    # one core each, a different one per build in a round, and each build on both cores in turn
+    assert all(len(cores_of) == 1 for per_build in used for cores_of in per_build), used
+    assert [used[0][i] != used[1][i] for i in range(2)] == [True, True], used
+    assert used[0][0] != used[0][1], used
+    assert "side by side" in notes[0]
     label = next(iter(suite.labels.values()))
     figure = op_asv.replicate_figure(runs[a.commit][0].data, "aten.relu.default", label, Metric.EAGER_SECONDS)
     assert figure.error == "" and figure.value > 0

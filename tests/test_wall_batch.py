@@ -133,15 +133,18 @@ def test_cpp_cases_are_compiled_before_the_rounds(environ: dict[str, str], tmp_p
 
 
 def _where_definitions(one: Path, two: Path) -> str:
-    """Two cases whose setup appends `pid [cores] time` to a file: one of one thread, one of two."""
+    """Two cases whose setup appends `pid [cores of each thread] time` to a file: one of one
+    thread, and one of two that first runs a parallel op (which starts the second thread)."""
     note = (
-        "import os, time\nwith open(PATH, 'a') as f:\n"
-        "    f.write(f'{os.getpid()} {sorted(os.sched_getaffinity(0))} {time.time()}\\n')"
+        "import os, time\n"
+        "threads = [sorted(os.sched_getaffinity(int(t))) for t in os.listdir('/proc/self/task')]\n"
+        "with open(PATH, 'a') as f:\n"
+        "    f.write(f'{os.getpid()} {threads} {time.time()}\\n')"
     )
     return (
         "from benchkit.define.api import TimerArgs\n"
         f"ONE = {note.replace('PATH', repr(str(one)))!r}\n"
-        f"TWO = {note.replace('PATH', repr(str(two)))!r}\n"
+        f"TWO = 'torch.ones(1 << 22).add_(1)\\n' + {note.replace('PATH', repr(str(two)))!r}\n"
         "BENCHMARKS = {'where': {\n"
         "    'one thread': TimerArgs('y = x + 1', setup='x = torch.ones(4)\\n' + ONE),\n"
         "    'two threads': TimerArgs('y = x + 1', setup='x = torch.ones(4)\\n' + TWO, num_threads=2),\n"
@@ -149,11 +152,12 @@ def _where_definitions(one: Path, two: Path) -> str:
     )
 
 
-def _notes(path: Path) -> list[tuple[int, list[int], float]]:
-    rows = [line.split(" ", 1) for line in path.read_text().splitlines()]
-    return [
-        (int(pid), json.loads(rest.rsplit(" ", 1)[0]), float(rest.rsplit(" ", 1)[1])) for pid, rest in rows
+def _notes(path: Path) -> list[tuple[int, list[list[int]], float]]:
+    rows = [
+        (line.split(" ", 1)[0], *line.split(" ", 1)[1].rsplit(" ", 1))
+        for line in path.read_text().splitlines()
     ]
+    return [(int(pid), json.loads(threads), float(at)) for pid, threads, at in rows]
 
 
 @pytest.mark.parametrize("side_by_side", [True, False])
@@ -183,15 +187,35 @@ def test_rounds_of_two_builds_run_side_by_side_one_core_each(
     )
     assert taken.side_by_side is side_by_side
     singles, doubles = _notes(one), _notes(two)
-    assert len(singles) >= 4 and len(doubles) >= 4  # each build's process of each round, at least
-    # the two-thread case always has every core; the one-thread case one core of its own side by side
-    assert all(affinity == list(cores) for _, affinity, _ in doubles)
+    assert len(singles) == 4 and len(doubles) == 4  # each build's process of each round
+    # the two-thread case always has every core, in each of its threads (two at least)
+    assert all(len(threads) >= 2 and all(t == list(cores) for t in threads) for _, threads, _ in doubles)
     if not side_by_side:
-        assert all(affinity == list(cores) for _, affinity, _ in singles)
+        assert all(t == list(cores) for _, threads, _ in singles for t in threads), singles
         return
-    assert all(len(affinity) == 1 for _, affinity, _ in singles)
-    first = {pid: (affinity[0], at) for pid, affinity, at in singles}
-    by_time = sorted(first.values(), key=lambda core_at: core_at[1])
-    # each round's two processes: on different cores, started together (not one after the other)
-    for (core_1, at_1), (core_2, at_2) in zip(by_time[::2], by_time[1::2], strict=True):
+    # side by side: a core of its own, the builds of a round on different cores, started together;
+    # then, in the same process, the two-thread case on every core
+    assert all(len(threads) == 1 and len(threads[0]) == 1 for _, threads, _ in singles)
+    by_time = sorted((at, threads[0][0], pid) for pid, threads, at in singles)
+    for (at_1, core_1, _), (at_2, core_2, _) in zip(by_time[::2], by_time[1::2], strict=True):
         assert core_1 != core_2 and abs(at_1 - at_2) < 5.0
+    assert {pid for pid, _, _ in singles} == {pid for pid, _, _ in doubles}
+
+
+def test_a_case_that_kills_its_process_side_by_side_fails_and_the_rest_go_on(environ: dict[str, str]) -> None:
+    from benchkit.measure.side_by_side import usable_cores
+    from benchkit.measure.walltime.batch import side_by_side_round
+
+    cores = usable_cores()
+    if len(cores) < 2:
+        pytest.skip("side by side needs two usable cores")
+    keys = _keys(environ)
+    a, b = _place(), BuildPlace("e" * 40, *list(vars(_place()).values())[1:])
+    shared, alone = [keys["fine"], keys["crashes"]], [keys["also fine"]]
+    core_of, blocks = {a.commit: cores[0], b.commit: cores[1]}, {a.commit: {}, b.commit: {}}
+    found = side_by_side_round([a, b], shared, alone, core_of, None, environ, blocks)
+    for commit in (a.commit, b.commit):
+        assert found[commit][keys["fine"]].status is CaseStatus.OK
+        assert "died (exit code 7)" in found[commit][keys["crashes"]].error
+        # after the crash, in a process of its own
+        assert found[commit][keys["also fine"]].status is CaseStatus.OK, found[commit]

@@ -1,7 +1,8 @@
 """Wall-time rounds as `benchkit main` measures them: one process per build and round that
 measures every selected case in turn, the builds alternating round by round, or side by side
-on a core each (`benchkit.measure.side_by_side`; cases of several threads then in a process of
-their own per build and round, one build after the other).
+on a core each (`benchkit.measure.side_by_side`; cases of several threads then wait until
+every build's process is done with the others, and run one build after the other, each on
+every core, in the same processes).
 
 asv's ``time_wall`` is a process per case and round, and a build switch (uninstall, install)
 before every round: most of such a round prepares rather than measures (lab/reports/batch-rounds.md:
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import json
 import os
 import subprocess
@@ -38,6 +38,8 @@ from benchkit.util import REPO_ROOT
 # A case that has not finished after this many seconds is stopped and recorded as failed
 # (asv's ``time_wall`` timeouts: 120 s for a Python case, 600 s for a C++ one).
 CASE_TIMEOUT_SECONDS = 600.0
+# How often a round side by side looks whether its processes reached the barrier.
+BARRIER_POLL_SECONDS = 0.05
 # Compiling C++ shards and scripting TorchScript models before the rounds (a cold compile of
 # the whole suite's shards on two cores takes about a minute).
 BUILD_TIMEOUT_SECONDS = 3600.0
@@ -111,6 +113,11 @@ class _Child:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return text[-chars:].strip()
 
+    @property
+    def waiting(self) -> bool:
+        """Whether it waits for the word to measure its cases of several threads."""
+        return bool(self.lines) and batch_child.WAITING in self.lines[-1]
+
 
 def _start(
     place: BuildPlace, request: dict, scratch: Path, environ: Mapping[str, str], core: int | None = None
@@ -122,7 +129,7 @@ def _start(
     with open(log, "wb") as log_file:
         process = subprocess.Popen(
             [place.python, "-m", "benchkit.measure.walltime.batch_child", str(request_path), str(results)],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if request.get("then") else subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             env=place.environ(environ),
@@ -167,35 +174,115 @@ def run_round(
             request = {"keys": left, "regexes": regexes, "samples": SAMPLES_PER_ROUND, "blocks": given}
             child = _start(place, request, Path(tmp), environ, core)
             finished = _wait(child, case_timeout)
-            if not child.lines:
-                why = child.log_tail() or f"exit code {child.process.returncode}"
-                raise UserError(f"build {place.commit[:8]}: the wall-time process did not start: {why}")
-            place.check_torch(child.lines[0])
-            for line in child.lines[1:]:
-                samples = tuple(float(s) for s in line.get("samples", ()))
-                status, error = CaseStatus(line["status"]), line.get("error", "")
-                found[line["key"]] = CaseRound(
-                    status,
-                    samples,
-                    error,
-                    line.get("seconds", 0.0),
-                    line.get("sampled", 0.0),
-                    line.get("block", 0),
-                )
-            left = [key for key in left if key not in found]
-            if left and (not finished or child.process.returncode != 0):
-                why = (
-                    f"no result after {case_timeout:.0f} s"
-                    if not finished
-                    else f"the measuring process died (exit code {child.process.returncode})"
-                )
-                found[left[0]] = CaseRound(CaseStatus.FAILED, error=f"{why}\n{child.log_tail()}".strip())
-                left = left[1:]
-            elif left:
-                raise UserError(
-                    f"build {place.commit[:8]}: the wall-time process stopped early: {child.log_tail()}"
-                )
+            found.update(_measured(place, child))
+            left = _after_stop(place, child, finished, case_timeout, left, found)
     return found
+
+
+def _measured(place: BuildPlace, child: _Child) -> dict[str, CaseRound]:
+    """The cases a stopped (or waiting) process measured, once it is known to run `place`'s torch."""
+    if not child.lines:
+        why = child.log_tail() or f"exit code {child.process.returncode}"
+        raise UserError(f"build {place.commit[:8]}: the wall-time process did not start: {why}")
+    place.check_torch(child.lines[0])
+    return {
+        line["key"]: CaseRound(
+            CaseStatus(line["status"]),
+            tuple(float(s) for s in line.get("samples", ())),
+            line.get("error", ""),
+            line.get("seconds", 0.0),
+            line.get("sampled", 0.0),
+            line.get("block", 0),
+        )
+        for line in child.lines[1:]
+        if "key" in line
+    }
+
+
+def _after_stop(
+    place: BuildPlace, child: _Child, finished: bool, case_timeout: float, keys: Sequence[str],
+    found: dict[str, CaseRound],
+) -> list[str]:  # fmt: skip
+    """The cases of `keys` still to measure after `child` stopped: a process that died or hung
+    costs the first case it had not finished (recorded in `found` as failed, with its last
+    words); one that exited cleanly before its last case is an error."""
+    left = [key for key in keys if key not in found]
+    if not left:
+        return []
+    if finished and child.process.returncode == 0:
+        raise UserError(f"build {place.commit[:8]}: the wall-time process stopped early: {child.log_tail()}")
+    why = (
+        f"no result after {case_timeout:.0f} s"
+        if not finished
+        else f"the measuring process died (exit code {child.process.returncode})"
+    )
+    found[left[0]] = CaseRound(CaseStatus.FAILED, error=f"{why}\n{child.log_tail()}".strip())
+    return left[1:]
+
+
+def _wait_at_barrier(child: _Child, timeout: float) -> bool:
+    """Wait until `child` waits for its word (`batch_child.WAITING`) or exits; False when it
+    wrote nothing new for `timeout` seconds (then it is killed)."""
+    seen, news = 0, time.monotonic()
+    while True:
+        exited = child.process.poll() is not None
+        if len(child.read()) != seen:
+            seen, news = len(child.lines), time.monotonic()
+        if exited or child.waiting:
+            return True
+        if time.monotonic() - news > timeout:
+            child.process.kill()
+            child.process.wait()
+            return False
+        time.sleep(BARRIER_POLL_SECONDS)
+
+
+def side_by_side_round(
+    order: Sequence[BuildPlace], shared: Sequence[str], alone: Sequence[str], core_of: Mapping[str, int],
+    regexes: Sequence[str] | None, environ: Mapping[str, str], blocks: Mapping[str, Mapping[str, int]],
+    case_timeout: float = CASE_TIMEOUT_SECONDS,
+) -> dict[str, dict[str, CaseRound]]:  # fmt: skip
+    """One round of every build of `order` at once, each build's process pinned to its core
+    (`core_of`, by commit): `shared` there, side by side; then, one build after the other in
+    the same processes, `alone` (cases of several threads) on every core of the lanes. Per
+    commit, every case's `CaseRound`; a case that kills or hangs a process fails as in
+    `run_round`, and that build's cases after it go on in a new process, alone."""
+    everything = [*shared, *alone]
+    every_core = list(side_by_side.usable_cores())  # the job's cores
+    found: dict[str, dict[str, CaseRound]] = {}
+    with tempfile.TemporaryDirectory(prefix="benchkit-round-") as tmp:
+        children = []
+        for place in order:
+            scratch = Path(tmp) / place.commit
+            scratch.mkdir()
+            given = {key: blocks[place.commit][key] for key in everything if key in blocks[place.commit]}
+            request: dict[str, Any] = {"keys": list(shared), "regexes": regexes, "blocks": given}
+            request["samples"] = SAMPLES_PER_ROUND
+            if alone:
+                request["then"] = {"keys": list(alone), "cores": every_core}
+            children.append(_start(place, request, scratch, environ, core_of[place.commit]))
+        reached = [_wait_at_barrier(child, case_timeout) for child in children]
+        for place, child, finished in zip(order, children, reached, strict=True):
+            if finished and child.waiting:
+                _go(child)
+                finished = _wait(child, case_timeout)
+            elif child.process.stdin is not None:
+                child.process.stdin.close()
+            found[place.commit] = _measured(place, child)
+            left = _after_stop(place, child, finished, case_timeout, everything, found[place.commit])
+            if left:  # the rest of a build whose process died or hung: in a process of their own
+                rest = run_round(place, left, regexes, environ, case_timeout, blocks[place.commit])
+                found[place.commit].update(rest)
+    return found
+
+
+def _go(child: _Child) -> None:
+    assert child.process.stdin is not None
+    try:
+        child.process.stdin.write(f"{batch_child.GO}\n".encode())
+        child.process.stdin.close()
+    except BrokenPipeError:  # it died at the barrier: its outcome says so
+        pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,29 +369,19 @@ def interleaved_rounds(
         keys = list(keys_of_round(index))
         order = round_order(places, index)
         shared = [key for key in keys if key not in alone] if lanes is not None else []
-        apart = [key for key in keys if key not in frozenset(shared)] if shared else keys
         started = time.monotonic()
-        found: dict[str, dict[str, CaseRound]] = {place.commit: {} for place in order}
         if shared and lanes is not None:
-            tasks = [
-                functools.partial(
-                    run_round,
-                    place,
-                    shared,
-                    regexes,
-                    environ,
-                    blocks=blocks[place.commit],
-                    core=lanes.core_of(index, places.index(place)),
-                )
-                for place in order
-            ]
-            for place, outcome in zip(order, side_by_side.at_once(tasks), strict=True):
-                found[place.commit].update(outcome)
-                sampled += _sampled(outcome) / len(order)
-        for place in order if apart else ():
-            outcome = run_round(place, apart, regexes, environ, blocks=blocks[place.commit])
-            found[place.commit].update(outcome)
-            sampled += _sampled(outcome)
+            several = [key for key in keys if key in alone]
+            core_of = {place.commit: lanes.core_of(index, build) for build, place in enumerate(places)}
+            found = side_by_side_round(order, shared, several, core_of, regexes, environ, blocks)
+            for outcome in found.values():
+                sampled += sum(outcome[key].sampled for key in shared if key in outcome) / len(order)
+                sampled += sum(outcome[key].sampled for key in several if key in outcome)
+        else:
+            found = {}
+            for place in order:
+                found[place.commit] = run_round(place, keys, regexes, environ, blocks=blocks[place.commit])
+                sampled += _sampled(found[place.commit])
         for place in order:
             measured[place.commit].append(found[place.commit])
             for key, outcome in found[place.commit].items():

@@ -15,6 +15,9 @@ without a process per case.
 One JSON line per case is appended to RESULTS and flushed before the next case starts: when
 a case kills the process, the parent knows which one did (the first without a line) and goes
 on with the rest in a new process. The first line names the torch this process imported.
+With ``"then": {"keys": [...], "cores": [...]}`` (a round side by side, the process pinned to one
+core), the process writes a `WAITING` line after its cases, waits for `GO` on stdin, then measures
+those cases of several threads on all the given cores (`benchkit.measure.walltime.batch`).
 With ``"action": "build"`` the process only compiles the C++ shards and scripts the TorchScript
 models of the cases, so that no round pays for them, and says whether the rounds may skip
 inductor's ISA probe (`benchkit.measure.vec_isa`).
@@ -23,6 +26,7 @@ inductor's ISA probe (`benchkit.measure.vec_isa`).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -32,6 +36,9 @@ from typing import Any, TextIO
 
 # Outcomes of a case in a round (`benchkit.measure.walltime.batch.CaseStatus` reads them).
 OK, SKIPPED, FAILED = "ok", "skipped", "failed"
+# A round side by side: the line written once the cases of its own core are done, and the word on
+# stdin that lets the process go on with its cases of several threads, the machine its own.
+WAITING, GO = "waiting", "go"
 
 
 def _cases(keys: Sequence[str], regexes: Sequence[str] | None) -> tuple[dict[str, Any], Any]:
@@ -121,13 +128,21 @@ def main(argv: Sequence[str]) -> int:
     with open(argv[1], "a") as out:
         write = _writer(out)
         write({"torch": torch.__version__, "git_version": torch.version.git_version, "file": torch.__file__})
-        by_key, cpp_suite = _cases(keys, request.get("regexes"))
+        then = request.get("then") or {}
+        by_key, cpp_suite = _cases([*keys, *then.get("keys", ())], request.get("regexes"))
         if request.get("action") == "build":
             _build(by_key, keys, cpp_suite, write)
             return 0
         samples, blocks = int(request["samples"]), request.get("blocks") or {}
         for key in keys:
             write({"key": key, **_measure_case(by_key[key], cpp_suite, samples, blocks.get(key))})
+        if then:
+            write({WAITING: True})
+            if sys.stdin.readline().strip() != GO:
+                return 0  # the parent gave up on this round
+            os.sched_setaffinity(0, then["cores"])  # the threads a case starts from here inherit it
+            for key in then["keys"]:
+                write({"key": key, **_measure_case(by_key[key], cpp_suite, samples, blocks.get(key))})
     return 0
 
 
