@@ -184,8 +184,7 @@ def _replicates(
     a round's CPU processes side by side, one core each, where the machine has a core per
     build (`benchkit.measure.side_by_side`; a CPU timing process times on one thread)."""
     runs: dict[str, list[_Run]] = {place.commit: [] for place in places}
-    lanes = side_by_side.lanes(environ)
-    lanes = lanes if lanes is not None and lanes.fit(len(places)) else None
+    lanes = side_by_side.lanes(environ, len(places))
     for index in range(rounds):
         began = time.monotonic()
         order = round_order(places, index)

@@ -21,13 +21,14 @@ def test_every_build_takes_every_core_in_turn_and_never_shares_one() -> None:
     assert rounds == [[3, 5], [5, 3], [3, 5], [5, 3]]
 
 
-def test_the_setting_or_a_single_core_turns_it_off() -> None:
-    assert side_by_side.lanes({"BENCHKIT_SIDE_BY_SIDE": "0"}) is None
+def test_the_setting_or_too_few_cores_turns_it_off() -> None:
+    assert side_by_side.lanes({"BENCHKIT_SIDE_BY_SIDE": "0"}, 2) is None
     with pytest.raises(UserError, match="BENCHKIT_SIDE_BY_SIDE='sometimes'"):
-        side_by_side.lanes({"BENCHKIT_SIDE_BY_SIDE": "sometimes"})
-    found = side_by_side.lanes({})
+        side_by_side.lanes({"BENCHKIT_SIDE_BY_SIDE": "sometimes"}, 2)
+    found = side_by_side.lanes({}, 2)
     cores = side_by_side.usable_cores()
     assert (found is None) == (len(cores) < 2) and (found is None or found.cores == cores)
+    assert side_by_side.lanes({}, 1) is None and side_by_side.lanes({}, len(cores) + 1) is None
 
 
 def test_tasks_run_at_once_and_keep_their_order() -> None:

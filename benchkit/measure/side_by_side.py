@@ -48,13 +48,13 @@ class Lanes:
         return self.cores[(build + round_index) % len(self.cores)]
 
 
-def lanes(environ: Mapping[str, str]) -> Lanes | None:
-    """The lanes for builds measured side by side, or None where they take turns (the setting
-    is off, or fewer than two cores are usable)."""
+def lanes(environ: Mapping[str, str], builds: int) -> Lanes | None:
+    """The lanes for `builds` builds measured side by side, or None where they take turns (the
+    setting is off, or there is no usable core for each of them)."""
     if not settings.read(environ).measure.side_by_side:
         return None
-    cores = usable_cores()
-    return Lanes(cores) if len(cores) >= 2 else None
+    found = Lanes(usable_cores())
+    return found if found.fit(builds) else None
 
 
 def pin(pid: int, core: int) -> None:

@@ -102,8 +102,14 @@ class _Child:
     results: Path
     log: Path
     lines: list[dict] = dataclasses.field(default_factory=list)
+    size: int = 0  # of the results file when `lines` were read
 
     def read(self) -> list[dict]:
+        # polled while the processes measure: parse again only when the file grew
+        size = self.results.stat().st_size if self.results.exists() else 0
+        if size == self.size:
+            return self.lines
+        self.size = size
         text = self.results.read_text() if self.results.exists() else ""
         complete = text[: text.rfind("\n") + 1]  # a line cut off by a crash is not read
         self.lines = [json.loads(line) for line in complete.splitlines() if line]
@@ -360,8 +366,7 @@ def interleaved_rounds(
     A case is calibrated in its first round on each build; that build's later rounds time it
     in the same block size. So every build's rounds are alike (the first of each calibrates),
     and no later round spends its time choosing a number it already knows."""
-    lanes = side_by_side.lanes(environ)
-    lanes = lanes if lanes is not None and lanes.fit(len(places)) else None
+    lanes = side_by_side.lanes(environ, len(places))
     measured: RoundsOfBuild = {place.commit: [] for place in places}
     blocks: dict[str, dict[str, int]] = {place.commit: {} for place in places}
     began, sampled = time.monotonic(), 0.0
