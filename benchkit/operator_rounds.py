@@ -99,12 +99,14 @@ def add_operator_rounds(
     bench: Sequence[str],
     source: PipSource = PIP_CONFIG,
     progress: Progress | None = None,
-    rounds: int = OPERATOR_ROUNDS,
+    rounds: int | None = None,
     modules: Collection[str] = (),
 ) -> int:
     """`rounds` interleaved replicates of the selected operator timings (of `modules`, when
-    given) on `commits`, appended to their samples: 0, or 2 when some figure failed."""
+    given) on `commits`, appended to their samples: 0, or 2 when some figure failed. `rounds`
+    None: ``BENCHKIT_OPERATOR_REPLICATES``, else `OPERATOR_ROUNDS`."""
     progress = progress or Progress()
+    rounds = rounds or settings.current().measure.operator_replicates or OPERATOR_ROUNDS
     names = sorted(selected(benchmark_infos(conf), replicate_regexes(bench, modules)))
     if not names or not commits:
         return 0

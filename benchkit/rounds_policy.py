@@ -42,11 +42,12 @@ MAX_ROUNDS = 24
 MOVED_MAX_ROUNDS = 48
 
 # Replicates per build and pair. Each is one timing process of the whole operator set (its
-# kernels from the build's inductor cache, warm after the main run), about 27 s of a job per
-# build on the project's 2-core machine; the t-test of two builds' replicates needs
-# `benchkit.stats.MIN_REPLICATES` a side, and the speedup ratio's median input (2-4 % between
-# processes) gets an MDC under the 10 % ceiling from 6.
-OPERATOR_ROUNDS = 6
+# kernels from the build's inductor cache, warm after the main run), about 10 s on the project's
+# 2-core machine, two builds' processes side by side. From `benchkit.stats.TRIMMED_FROM` a side
+# the gate compares trimmed means; on twin builds with 20 a side it found ×1.05 in 94-96 % of
+# the eager times and speedup ratios injected one at a time, and 82 % of the compiled times
+# (6 a side: 16-33 %; lab/reports/replicate-rules.md).
+OPERATOR_ROUNDS = 20
 # The main run's operator timing processes per build, each compiling (a cold first: each cold,
 # ~45 s a build on that machine): their compile times are the replicates the gate takes a
 # compile's noise from (`benchkit.report.gate.noise.compile_spread`); one cold compile a side

@@ -43,6 +43,7 @@ class Var(enum.Enum):
     OPERATOR_PROCESSES = "BENCHKIT_OPERATOR_PROCESSES"
     OPERATOR_ROUNDS = "BENCHKIT_OPERATOR_ROUNDS"
     COMPILE_REPLICATES = "BENCHKIT_COMPILE_REPLICATES"
+    OPERATOR_REPLICATES = "BENCHKIT_OPERATOR_REPLICATES"
     OPERATORS_JSON = "BENCHKIT_OPERATORS_JSON"
     OPERATOR_LOGS = "BENCHKIT_OPERATOR_LOGS"
     RECOUNT = "BENCHKIT_RECOUNT"
@@ -96,6 +97,9 @@ class MeasureSettings:
     # one in an empty cache of its own): their compile times are the replicates that measure
     # the compile's noise (`benchkit.report.gate.noise.compile_spread`). None: only the first.
     compile_replicates: int | None = None
+    # The main job's interleaved operator replicates per build and pair
+    # (`benchkit.operator_rounds`); None: `benchkit.rounds_policy.OPERATOR_ROUNDS`.
+    operator_replicates: int | None = None
     operators_json: Path | None = None  # a file that also receives the operator timing
     operator_logs: tuple[Path, ...] = ()  # empty: the default operator set
     recount: bool = False  # ignore (and replace) stored instruction counts
@@ -254,6 +258,7 @@ def read(environ: Mapping[str, str]) -> Settings:
             operator_processes=_count(environ, Var.OPERATOR_PROCESSES, "processes", least=0),
             operator_rounds=_count(environ, Var.OPERATOR_ROUNDS, "rounds"),
             compile_replicates=_count(environ, Var.COMPILE_REPLICATES, "compiling processes"),
+            operator_replicates=_count(environ, Var.OPERATOR_REPLICATES, "replicates"),
             operators_json=_path(environ, Var.OPERATORS_JSON),
             operator_logs=_paths(environ, Var.OPERATOR_LOGS),
             recount=_flag(environ, Var.RECOUNT, False),
@@ -308,6 +313,7 @@ def to_environ(settings: Settings) -> dict[str, str]:
         Var.OPERATOR_PROCESSES: _optional(measure.operator_processes),
         Var.OPERATOR_ROUNDS: str(measure.operator_rounds) if measure.operator_rounds else None,
         Var.COMPILE_REPLICATES: _optional(measure.compile_replicates),
+        Var.OPERATOR_REPLICATES: _optional(measure.operator_replicates),
         Var.OPERATORS_JSON: str(measure.operators_json) if measure.operators_json else None,
         Var.OPERATOR_LOGS: _join(measure.operator_logs) or None,
         Var.RECOUNT: "1" if measure.recount else None,

@@ -12,7 +12,9 @@ different test of the same replicates would close the gap without false flags:
 
 * **gate**: `benchkit.stats.replicate_test` with `benchkit.stats.variance_prior`, as the gate
   runs them, on each side's replicates less their process's common shift
-  (`benchkit.report.gate.process_shift`: eager and compiled seconds);
+  (`benchkit.report.gate.process_shift`: eager and compiled seconds): Yuen's trimmed t from
+  `benchkit.stats.TRIMMED_FROM` replicates a side, a t-test of the means below;
+* **plain moderated t**: the same, never trimmed (the gate's test before trimming);
 The other rules start from the replicates as measured:
 
 * **paired, weather removed**: per replicate, the head-minus-base difference of the logs, less
@@ -53,6 +55,7 @@ from benchkit.names import BenchmarkName, Metric
 from benchkit.report.gate.budget import FAMILY_Q, family_budget
 from benchkit.report.gate.process_shift import without_process_shifts
 from benchkit.stats import (
+    ReplicateSide,
     VariancePrior,
     pooled_variance,
     replicate_test,
@@ -88,7 +91,7 @@ def _prior(variances: Sequence[tuple[float, int]]) -> VariancePrior | None:
     return variance_prior([v for v in variances if v[0] > 0])
 
 
-def _moderated_p(changes: Sequence[float], variances: Sequence[float], df: int, n: int) -> list[float]:
+def _moderated_p(changes: Sequence[float], variances: Sequence[float], df: int, n: float) -> list[float]:
     prior = _prior([(v, df) for v in variances])
     out = []
     for change, variance in zip(changes, variances, strict=True):
@@ -157,16 +160,26 @@ def pooled_spread_rule(figures: Figures) -> list[float]:
     return out
 
 
+def plain_t_rule(figures: Figures) -> list[float]:
+    """The gate's test without trimming (`benchkit.stats.TRIMMED_FROM` out of reach)."""
+    sides = [(ReplicateSide.of(a, False), ReplicateSide.of(b, False)) for a, b in figures]
+    n_a, n_b = len(figures[0][0]), len(figures[0][1])
+    pooled = [((n_a - 1) * x.variance + (n_b - 1) * y.variance) / (n_a + n_b - 2) for x, y in sides]
+    changes = [y.centre - x.centre for x, y in sides]
+    return _moderated_p(changes, pooled, n_a + n_b - 2, 1 / (1 / n_a + 1 / n_b))
+
+
 def _normal_tail(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 # Each rule, and whether it reads the replicates as the gate judges them (else as measured).
 RULES: dict[str, tuple[Rule, bool]] = {
-    "gate (moderated t, as judged today)": (gate_rule, True),
+    "gate (as judged today: trimmed from 10 a side)": (gate_rule, True),
     "paired, weather removed": (paired_rule, False),
     "trimmed, weather removed": (trimmed_rule, False),
     "trimmed, one spread per metric": (pooled_spread_rule, False),
+    "plain moderated t (the gate's before trimming)": (plain_t_rule, True),
 }
 
 

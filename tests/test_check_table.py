@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,10 @@ def _side(state: str, value: float, noise: str, version: str = "v1") -> Measurem
     if noise.startswith("12+12 rounds"):
         samples = _rounds(value)
         return Measurement(sorted(samples)[len(samples) // 2], None, samples, version, 3)
-    if noise.startswith("6+6 replicates"):  # an operator timing: one sample per timing process
-        samples = [value * math.exp(0.01 * z) for z in ROUND_OFFSETS[::2]]
-        return Measurement(sorted(samples)[3], None, samples, version, 1)
+    if noise.startswith("20+20 replicates"):  # an operator timing: one sample per timing process
+        offsets = ROUND_OFFSETS + tuple(-z for z in ROUND_OFFSETS[:8])
+        samples = [value * math.exp(0.01 * z) for z in offsets]
+        return Measurement(statistics.median(samples), None, samples, version, 1)
     return Measurement(value, None, None, version)
 
 

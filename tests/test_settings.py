@@ -30,6 +30,7 @@ def test_every_setting_is_read_and_rendered_back() -> None:
         "BENCHKIT_OPERATOR_PROCESSES": "2",
         "BENCHKIT_OPERATOR_ROUNDS": "5",
         "BENCHKIT_COMPILE_REPLICATES": "2",
+        "BENCHKIT_OPERATOR_REPLICATES": "8",
         "BENCHKIT_OPERATORS_JSON": "/o.json",
         "BENCHKIT_OPERATOR_LOGS": os.pathsep.join(["/a", "/b"]),
         "BENCHKIT_RECOUNT": "1",
@@ -49,6 +50,7 @@ def test_every_setting_is_read_and_rendered_back() -> None:
     assert read.asv.selection == Selection(SelectionSource.GIVEN, "run-1", ("Linear", "ReLU$"))
     assert read.measure.operator_logs == (Path("/a"), Path("/b")) and read.measure.compile_timeout == 12.5
     assert read.measure.counting_slot == 7 and not read.measure.side_by_side
+    assert read.measure.operator_replicates == 8
     assert read.define == settings.DefineSettings((Path("d1.py"), Path("d2.py")), standard=False)
     assert not read.history.source_build and read.history.torch_wheel == Path("/t.whl")
     assert settings.read(settings.to_environ(read)) == read
