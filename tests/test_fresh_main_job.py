@@ -26,13 +26,17 @@ import pytest
 
 from benchkit.names import OPERATOR_METRICS
 from benchkit.operator_rounds import REPLICATED
-from benchkit.rounds_policy import FIRST_LOOK_ROUNDS, MAIN_RUN_COMPILES, OPERATOR_ROUNDS
+from benchkit.rounds_policy import FIRST_LOOK_ROUNDS, MAIN_RUN_COMPILES
+from benchkit.stats import TRIMMED_FROM
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SELECTION = "Pointwise_Math_add_Tensor_Scalar_(PYTHON|CPP)_EAGER_FORWARD_t1|aten_relu_default"
 # The first look's rounds alone: adding rounds to open wall times is tests/test_asv_e2e.py's;
 # here, between two real releases, it would add minutes of build switches per open wall time.
 FIRST_LOOK = ["--rounds", str(FIRST_LOOK_ROUNDS)]
+# As few operator replicates as the gate's trimmed test reads (the default's 20 would add a
+# minute and a half of CI for the same code path).
+REPLICATES = TRIMMED_FROM
 pytestmark = pytest.mark.slow
 
 
@@ -72,6 +76,7 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     work = tmp_path / "fresh"
     env = {key: value for key, value in os.environ.items() if not key.startswith("BENCHKIT_")}
     env["BENCHKIT_FRESH_DIR"] = str(work)
+    env["BENCHKIT_OPERATOR_REPLICATES"] = str(REPLICATES)
     builds = _builds_to_pass(tmp_path)
     done = subprocess.run(
         ["bash", str(REPO_ROOT / "lab" / "fresh_main_job.sh"), "-b", SELECTION, *FIRST_LOOK, *builds],
@@ -103,7 +108,7 @@ def test_main_job_from_a_fresh_clone_measures_every_metric_of_both_builds(tmp_pa
     for path in results:
         for name, samples in _numbers(path, "samples").items():
             if name.startswith("operators.") and any(name.endswith(m.method) for m in REPLICATED):
-                assert samples and all(len(s) == MAIN_RUN_COMPILES + OPERATOR_ROUNDS for s in samples), (
+                assert samples and all(len(s) == MAIN_RUN_COMPILES + REPLICATES for s in samples), (
                     path.name,
                     name,
                     samples,

@@ -13,7 +13,8 @@ from benchkit.report.gate.check_status import Status
 from lab import bench_injected_power
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").glob("*.json.gz"))
+# The parent folder's pairs, and those with 20 operator replicates (replicates-20/README.md)
+CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").rglob("*.json.gz"))
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
