@@ -212,7 +212,7 @@ def _time_once(place: BuildPlace, suite: _Suite, environ: Mapping[str, str], cor
         out = Path(scratch) / "timing.json"
         command = [place.python, "-m", "benchkit.measure.operators.asv", "--time-default-set",
                    str(replicate_rounds_per_process(suite.device)), str(out), suite.device,
-                   ",".join(suite.operators), "--timings-only"]  # fmt: skip
+                   ",".join(suite.operators)]  # fmt: skip
         process = subprocess.Popen(
             command, env=place.environ(environ), cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

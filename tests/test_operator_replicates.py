@@ -121,21 +121,6 @@ def test_replicates_of_two_builds_run_side_by_side_one_core_each(tmp_path: Path)
     assert [used[0][i] != used[1][i] for i in range(2)] == [True, True], used
     assert used[0][0] != used[0][1], used
     assert "side by side" in notes[0]
-    # Timings only: no warm-up compile (a second or two a process)
-    assert not any(run.data["compile_timed"] for runs_of in runs.values() for run in runs_of), runs
     label = next(iter(suite.labels.values()))
     figure = op_asv.replicate_figure(runs[a.commit][0].data, "aten.relu.default", label, Metric.EAGER_SECONDS)
     assert figure.error == "" and figure.value > 0
-
-
-def test_a_timing_process_with_bad_arguments_says_which(tmp_path: Path) -> None:
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-m", "benchkit.measure.operators.asv", "--time-default-set", "3",
-         str(tmp_path / "out.json"), "tpu", "--timings-only"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    assert "tpu: expected a whole number, a file, cpu|cuda" in done.stderr, done.stderr
-    assert not (tmp_path / "out.json").exists()

@@ -13,7 +13,6 @@ Only operators with at least one selected benchmark are timed (`benchkit.measure
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -220,11 +219,8 @@ def _compiled_cold(run: dict[str, Any]) -> bool:
     return bool(known) and not any(known)
 
 
-def _time_default_set(
-    rounds: int, device: str, operators: Sequence[str] | None = None, compile_timed: bool = True
-) -> dict[str, Any]:
-    """One timing process of `measure_default_set_for_asv`: every input of the chosen operators
-    (`compile_timed` False: no compile seconds wanted, `MeasureOptions.compile_timed`).
+def _time_default_set(rounds: int, device: str, operators: Sequence[str] | None = None) -> dict[str, Any]:
+    """One timing process of `measure_default_set_for_asv`: every input of the chosen operators.
 
     On CUDA the inputs keep their recorded dtypes (the CUDA set holds float16 and float32
     calls); on the CPU they are float32."""
@@ -248,7 +244,6 @@ def _time_default_set(
         repeats=rounds,
         dtype="recorded" if device == "cuda" else "float32",
         record_cache_state=True,
-        compile_timed=compile_timed,
     )
     suite = measure_suite(workload, options, progress=progress_bar(0, "input"))
     import torch
@@ -262,7 +257,6 @@ def _time_default_set(
         # the cores it ran on: one of its own when builds are timed side by side
         "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [],
         "warm_up_s": suite.warm_up_s,
-        "compile_timed": compile_timed,  # False: no warm-up compile, compile seconds not figures
         "elapsed_s": suite.elapsed_s,
         "method": options.method,
         "operators": {},
@@ -414,26 +408,17 @@ def _combine_processes(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return combined
 
 
-def _main(argv: Sequence[str]) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchkit.measure.operators.asv",
-        description="One timing process of measure_default_set_for_asv (not a user command: see "
-        "`benchkit operators`).",
-    )
-    parser.add_argument("--time-default-set", nargs=3, metavar=("ROUNDS", "OUT", "DEVICE"), required=True)
-    parser.add_argument("operators", nargs="?", default="", help="OP,OP,...: these of the default set only")
-    parser.add_argument(
-        "--timings-only", action="store_true", help="no compile seconds wanted: no warm-up compile first"
-    )
-    args = parser.parse_args(argv)
-    rounds, out, device = args.time_default_set
-    if not rounds.isdigit() or device not in ("cpu", "cuda"):
-        parser.error(f"--time-default-set {rounds} {out} {device}: expected a whole number, a file, cpu|cuda")
-    chosen = args.operators.split(",") if args.operators else None
-    atomic_write_json(
-        out, _time_default_set(int(rounds), device, chosen, compile_timed=not args.timings_only)
-    )
-
-
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    # python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json DEVICE: one
+    # timing process of measure_default_set_for_asv (not a user command: see `benchkit operators`).
+    if (
+        len(sys.argv) not in (5, 6)
+        or sys.argv[1] != "--time-default-set"
+        or sys.argv[4] not in ("cpu", "cuda")
+    ):
+        sys.exit(
+            "usage: python -m benchkit.measure.operators.asv --time-default-set ROUNDS OUT.json "
+            "cpu|cuda [OP,OP...]"
+        )
+    chosen = sys.argv[5].split(",") if len(sys.argv) == 6 and sys.argv[5] else None
+    atomic_write_json(sys.argv[3], _time_default_set(int(sys.argv[2]), sys.argv[4], chosen))

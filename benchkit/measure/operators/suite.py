@@ -142,17 +142,15 @@ def warm_up_compiler(options: MeasureOptions) -> float:
     The first compile in a process also loads inductor's modules and probes
     the C++ toolchain; charging that to whichever operator comes first would
     make its compile time meaningless. On the CPU the vector-ISA probe is skipped where this
-    build's first probe on this machine allows it (`benchkit.measure.vec_isa`). Without
-    ``options.compile_timed`` only that: no compile time is a figure. Returns the seconds it took.
+    build's first probe on this machine allows it (`benchkit.measure.vec_isa`). Returns the
+    seconds it took.
     """
-    started = time.perf_counter()
-    if options.device == "cpu":
-        vec_isa.skip_probe_here()
-    if not options.compile_timed:
-        return time.perf_counter() - started
     import torch
     from torch._inductor.utils import gen_gm_and_inputs
 
+    started = time.perf_counter()
+    if options.device == "cpu":
+        vec_isa.skip_probe_here()
     example = torch.ones(8, device=options.device)
     gm, gm_args = gen_gm_and_inputs(torch.ops.aten.mul.Tensor, (example, example), {})
     compile_cached(gm, gm_args)(*gm_args)

@@ -88,10 +88,6 @@ class MeasureOptions:
     # Whether each compile found its kernels in inductor's cache (the asv record): costs a
     # walk of the cache folder per compile, and is only exact with one compile at a time.
     record_cache_state: bool = False
-    # Whether each input's compile seconds are a figure: a warm-up compile first pays the
-    # compiler's once-per-process setup (`benchkit.measure.operators.suite.warm_up_compiler`).
-    # False (timings only: the main job's replicates) leaves it to the first input's compile.
-    compile_timed: bool = True
 
     @property
     def overlaps_compile(self) -> bool:
