@@ -377,12 +377,16 @@ def replicate_sides(before: Sequence[float], after: Sequence[float]) -> tuple[Re
     return ReplicateSide.of(before, trimmed), ReplicateSide.of(after, trimmed)
 
 
+def pooled_of(a: ReplicateSide, b: ReplicateSide) -> tuple[float, int]:
+    """Two summarised sides' pooled variance per replicate, and its degrees of freedom."""
+    df = a.size + b.size - 2
+    return ((a.size - 1) * a.variance + (b.size - 1) * b.variance) / df, df
+
+
 def pooled_variance(before: Sequence[float], after: Sequence[float]) -> tuple[float, int]:
     """The two sides' pooled variance per replicate as the replicate test reads it
     (`replicate_sides`), and its degrees of freedom."""
-    a, b = replicate_sides(before, after)
-    df = a.size + b.size - 2
-    return ((a.size - 1) * a.variance + (b.size - 1) * b.variance) / df, df
+    return pooled_of(*replicate_sides(before, after))
 
 
 def replicate_test(
@@ -394,7 +398,7 @@ def replicate_test(
     if min(len(before), len(after)) < MIN_REPLICATES:
         return None
     a, b = replicate_sides(before, after)
-    variance, df = pooled_variance(before, after)
+    variance, df = pooled_of(a, b)
     if prior is not None:
         variance = (prior.df * prior.variance + df * variance) / (prior.df + df)
         df = df + prior.df

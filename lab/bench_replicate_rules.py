@@ -57,6 +57,7 @@ from benchkit.report.gate.process_shift import without_process_shifts
 from benchkit.stats import (
     ReplicateSide,
     VariancePrior,
+    pooled_of,
     pooled_variance,
     replicate_test,
     t_two_sided_p,
@@ -164,7 +165,7 @@ def plain_t_rule(figures: Figures) -> list[float]:
     """The gate's test without trimming (`benchkit.stats.TRIMMED_FROM` out of reach)."""
     sides = [(ReplicateSide.of(a, False), ReplicateSide.of(b, False)) for a, b in figures]
     n_a, n_b = len(figures[0][0]), len(figures[0][1])
-    pooled = [((n_a - 1) * x.variance + (n_b - 1) * y.variance) / (n_a + n_b - 2) for x, y in sides]
+    pooled = [pooled_of(x, y)[0] for x, y in sides]
     changes = [y.centre - x.centre for x, y in sides]
     return _moderated_p(changes, pooled, n_a + n_b - 2, 1 / (1 / n_a + 1 / n_b))
 

@@ -56,8 +56,8 @@ os.environ["BENCHKIT_COUNTING_SLOT"] = "90"
 
 # The tests' main jobs judge their pairs by 6 operator replicates a build, not the default 20
 # (`benchkit.rounds_policy.OPERATOR_ROUNDS`): they check what a job does, not its power, and 20
-# would add minutes to CI. tests/test_fresh_main_job.py clears benchkit's variables and runs the
-# default.
+# would add minutes to CI. tests/test_fresh_main_job.py clears benchkit's variables and sets its
+# own (the trimmed test's 10).
 os.environ.setdefault("BENCHKIT_OPERATOR_REPLICATES", "6")
 
 if "BENCHKIT_TEST_KEEP_CACHE" not in os.environ:
