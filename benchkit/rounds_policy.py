@@ -130,13 +130,20 @@ def first_look(
     max_rounds: int,
     futility_p: float = FUTILITY_P,
     count_move: int | None = None,
+    budget_floor: float = 1.0,
 ) -> Look:
     """The first look's decision for one wall time (`mdc_ceiling`: the largest MDC at which
     the gate can call a benchmark unchanged; `max_rounds`: the cap a side can reach;
-    `count_move`: which way the case's instruction count moved, see `corroborated`).
+    `count_move`: which way the case's instruction count moved, see `corroborated`;
+    `budget_floor`: the smallest p-value cutoff the pair's error budget can set, below which
+    an uncorroborated change must also lie to stop early, else a change the budget would not
+    let through at the first look's rounds stopped there as can't tell instead of getting more).
     `futility_p` must stay above the rounds alphas for the bound above to hold."""
     p = test.p_value()
-    early = CORROBORATED_EARLY_ALPHA if corroborated(test.change, count_move) else EARLY_ALPHA
+    if corroborated(test.change, count_move):
+        early = CORROBORATED_EARLY_ALPHA  # outside the pair's budget (`benchkit.report.gate.budget`)
+    else:
+        early = min(EARLY_ALPHA, budget_floor)
     if p < early:
         return Look.CHANGED
     if p < futility_p or count_move:

@@ -19,6 +19,12 @@ significant digits, gzipped JSON (`tests/data/noise-corpus/` holds the project's
   samples and value multiplied by ``1 + --size`` (counts: ``1 + --count-size``), everything else
   as measured: found when that figure is a regression. The trials of one pair share its noise.
 
+A pair measured with the cap's rounds for every wall time (``benchkit main --rounds 24``) is
+judged as the adaptive job would have judged it: its wall times' first look replayed on their
+first rounds, the open ones given the rounds the job would have added (`lab.wall_looks`), an
+injected change in place before the look. ``--early-stop-at-alpha`` replays the first look's
+early stop at `EARLY_ALPHA` alone, without the pair's budget floor (the rule before it).
+
 It reads results only, measuring nothing.
 """
 
@@ -40,8 +46,8 @@ from benchkit.report.gate import check
 from benchkit.report.gate.budget import FLAGS
 from benchkit.report.gate.check_status import Status
 from benchkit.report.gate.rounds_window import keep_rounds, rounds_of
-from benchkit.rounds_policy import OPERATOR_ROUNDS
-from lab import command_line
+from benchkit.rounds_policy import OPERATOR_ROUNDS, RoundsPlan
+from lab import command_line, wall_looks
 
 CORPUS_FORMAT = "benchkit-noise-corpus"
 GROUPS: dict[str, Callable[[Metric | None], bool]] = {
@@ -148,9 +154,26 @@ def load_pair(path: Path) -> TwinPair:
     )
 
 
+DEFAULTS = check.parse_check_config({}, "built-in defaults")
+
+
 def judge_pair(base: ResultSet, head: ResultSet, units: Mapping[str, str | None]) -> list[check.Comparison]:
-    config = check.parse_check_config({}, "built-in defaults")
-    return check.compare_pair(base, head, units, config, interleaved=True)[0]
+    return check.compare_pair(base, head, units, DEFAULTS, interleaved=True)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Judging:
+    """How a pair is judged: `replayed`, its wall times' looks replayed (`lab.wall_looks`) with
+    the first look's early stop at `floor` (None: the pair's budget floor)."""
+
+    replayed: bool
+    floor: float | None = None
+
+    def __call__(self, pair: TwinPair, head: ResultSet) -> list[check.Comparison]:
+        base = pair.base
+        if self.replayed:
+            base, head = wall_looks.replay(base, head, DEFAULTS.thresholds["instructions"], floor=self.floor)
+        return judge_pair(base, head, pair.units)
 
 
 def trials_of(head: ResultSet, group: str, trials: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -209,17 +232,23 @@ def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
     return 1.0 if k >= n else float(beta.ppf(level, k + 1, n - k))
 
 
-def judge(paths: Sequence[Path], size: float, count_size: float, trials: int, seed: int) -> str:
+def judge(
+    paths: Sequence[Path], size: float, count_size: float, trials: int, seed: int, floor: float | None = None
+) -> str:
     rng = random.Random(seed)
     tallies = {group: Tally() for group in GROUPS}
     flagged, rows, verdicts = 0, [], []
     for path in paths:
         pair = load_pair(path)
-        judged = judge_pair(pair.base, pair.head, pair.units)
+        judging = Judging(wall_looks.replayable(pair.base, pair.head, RoundsPlan.default()), floor)
+        judged = judging(pair, pair.head)
         counts: dict[str, int] = {}
         for c in judged:
             counts[c.status.value] = counts.get(c.status.value, 0) + 1
-        verdicts.append(f"- {pair.label}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        replayed = " (wall times: the main job's looks replayed on their rounds)" if judging.replayed else ""
+        verdicts.append(
+            f"- {pair.label}{replayed}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        )
         verdicts += by_group(judged)
         flags = [c for c in judged if c.status in FLAGS]
         flagged += bool(flags)
@@ -229,7 +258,7 @@ def judge(paths: Sequence[Path], size: float, count_size: float, trials: int, se
             for key in trials_of(pair.head, group, trials, rng):
                 slowed = {**pair.head.measurements, key: scaled(pair.head.measurements[key], factor)}
                 head = dataclasses.replace(pair.head, measurements=slowed)
-                verdict = next(c for c in judge_pair(pair.base, head, pair.units) if (c.name, c.env) == key)
+                verdict = next(c for c in judging(pair, head) if (c.name, c.env) == key)
                 tally.trials += 1
                 if verdict.status == Status.REGRESSION:
                     tally.found += 1
@@ -266,11 +295,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     judged.add_argument("--trials", type=int, default=30, help="figures per group and pair")
     judged.add_argument("--seed", type=int, default=1)
     judged.add_argument("--markdown", type=Path)
+    judged.add_argument(
+        "--early-stop-at-alpha",
+        action="store_true",
+        help="replayed looks stop early at EARLY_ALPHA alone, without the pair's budget floor",
+    )
     args = parser.parse_args(argv)
     if args.command == "export":
         export(args.asv_config, args.base, args.head, args.out, args.machine)
         return 0
-    text = judge(args.corpus, args.size, args.count_size, args.trials, args.seed)
+    floor = 1.0 if args.early_stop_at_alpha else None
+    text = judge(args.corpus, args.size, args.count_size, args.trials, args.seed, floor)
     print(text)
     if args.markdown:
         command = command_line("bench_injected_power", sys.argv[1:] if argv is None else argv)

@@ -288,6 +288,29 @@ def test_first_look_decides_clear_verdicts_and_leaves_the_rest_open() -> None:
     assert first_look(clear, 0.10, 24) is Look.OPEN
 
 
+def test_the_first_look_stops_early_only_what_the_pairs_budget_lets_through() -> None:
+    clear = stats.RoundsTest(0.03, 0.003, 14.0, 8, 8, 8, 8)
+    p = clear.p_value()
+    assert p < rounds_policy.EARLY_ALPHA
+    assert first_look(clear, 0.10, 24, budget_floor=p * 10) is Look.CHANGED
+    # Clear by its own test, not by the budget's smallest cutoff: more rounds, not can't tell.
+    assert first_look(clear, 0.10, 24, budget_floor=p / 10) is Look.OPEN
+    # A corroborated change is outside the budget: its own early alpha alone.
+    assert first_look(clear, 0.10, 24, count_move=1, budget_floor=p / 10) is Look.CHANGED
+
+
+def test_the_budget_floor_is_the_family_rate_over_the_figures_both_sides_have() -> None:
+    from benchkit.history.results.read import Measurement, ResultSet
+    from benchkit.report.gate.budget import FAMILY_Q
+    from benchkit.report.gate.rounds_look import budget_floor
+
+    number, failed = Measurement(1.0, None, None, None), Measurement(None, None, None, None)
+    base = {(f"b.n{k}.time_wall", "env"): number for k in range(5)}
+    head = {**base, ("b.n0.time_wall", "env"): failed, ("b.new.time_wall", "env"): number}
+    floor = budget_floor(ResultSet("a", "m", base), ResultSet("b", "m", head))
+    assert floor == pytest.approx(FAMILY_Q / 4)  # n1..n4: n0 failed on head, "new" has no base
+
+
 def test_the_gate_judges_rounds_at_the_alpha_the_looks_leave() -> None:
     a, b = [0.0, 0.01, -0.01, 0.02, -0.02, 0.005, -0.005, 0.0], [0.03] * 4 + [0.04] * 4
     test = stats.fast_level_test(a, b)
