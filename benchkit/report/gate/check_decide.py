@@ -30,34 +30,27 @@ from benchkit.report.gate.shifts import EnvShift, PairNoise
 # noise estimate the gate falls back to a fixed threshold (fail closed).
 NOISE_FALLBACK_THRESHOLD = 0.10
 # "Unchanged" vouches for an interval, not only for a test that found nothing: the change's
-# interval (its estimate ± the MDC) must lie within ±UNCHANGED_MARGIN, else the verdict is
-# can't tell, however small the estimate. With a fixed threshold instead, the MDC must be below
-# that threshold (a change of its size would show).
+# interval must lie within ±UNCHANGED_MARGIN (a configured threshold: within it), else the
+# verdict is can't tell, however small the estimate.
 UNCHANGED_MARGIN = 0.15
 
 
 @dataclasses.dataclass(frozen=True)
 class Resolution:
-    """What an "unchanged" needs: the change's interval within ±`margin` (`of_interval`), or
-    the MDC alone below it (a fixed threshold)."""
+    """What an "unchanged" needs: the change's interval within ±`margin`."""
 
     margin: float
-    of_interval: bool
 
     def reach(self, log_ratio: float, noise: Noise) -> float | None:
-        """How far from no change the figure's verdict can vouch for (a fraction): the change's
-        interval, or the MDC (the smallest change the noise flags); None where it is unknown."""
-        if not self.of_interval:
-            return noise.mdc
+        """How far from no change the figure's verdict can vouch for (a fraction): the far end
+        of the change's interval; None where it is unknown."""
         half = noise.half_width
         return None if half is None else math.expm1(abs(log_ratio) + half)
 
     def beyond(self, reach: float) -> str:
         """Why a figure that reaches `reach` is not unchanged, for its note."""
         reach_text, margin_text = format_percent(reach), format_percent(self.margin)
-        if self.of_interval:
-            return f"its interval reaches ±{reach_text}, unchanged needs ±{margin_text}"
-        return f"its MDC ±{reach_text} is above the threshold ±{margin_text}"
+        return f"its interval reaches ±{reach_text}, unchanged needs ±{margin_text}"
 
 
 CODE_CHANGED = "benchmark code changed between the two runs"
@@ -121,13 +114,14 @@ def noise_of(
 
 
 def threshold_of(configured: float, noise: Noise | None) -> tuple[float, Resolution]:
-    """(threshold, what "unchanged" needs) for a configured threshold; 0 means the benchmark's
-    own MDC (or the fallback when its noise is unknown) and the interval within the margin."""
+    """(threshold, what "unchanged" needs) for a configured threshold, the interval within it;
+    0 means the benchmark's own MDC (or the fallback when its noise is unknown) and the
+    interval within `UNCHANGED_MARGIN`."""
     if configured != 0:
-        return configured, Resolution(configured, of_interval=False)
+        return configured, Resolution(configured)
     mdc = noise.mdc if noise is not None else None
     threshold = mdc if mdc is not None else NOISE_FALLBACK_THRESHOLD
-    return threshold, Resolution(UNCHANGED_MARGIN, of_interval=True)
+    return threshold, Resolution(UNCHANGED_MARGIN)
 
 
 # ------------------------------------------------------------------ 3. decision

@@ -125,7 +125,7 @@ def render(
         f"MDC: minimum detectable change at α = {ALPHA:g} two-sided per benchmark "
         f"({CORROBORATED_ALPHA:g} for a wall time whose instruction count moved the same way); "
         f"{family_budget(comparisons).describe()}; unchanged: the change's interval within "
-        f"±{format_percent(UNCHANGED_MARGIN)} (a fixed threshold: the MDC below it).",
+        f"±{format_percent(UNCHANGED_MARGIN)} (a configured threshold: within it).",
     ]
     lines += _context(build_wide, shifts, settings_differ, not_judged, problems)
     sections = [
