@@ -23,7 +23,8 @@ A pair measured with the cap's rounds for every wall time (``benchkit main --rou
 judged as the adaptive job would have judged it: its wall times' first look replayed on their
 first rounds, the open ones given the rounds the job would have added (`lab.wall_looks`), an
 injected change in place before the look. ``--early-stop-at-alpha`` replays the first look's
-early stop at `EARLY_ALPHA` alone, without the pair's budget floor (the rule before it).
+early stop at `EARLY_ALPHA` alone, without the pair's budget floor (the rule before it);
+``--as-measured`` judges every pair's 24 rounds as they are.
 
 It reads results only, measuring nothing.
 """
@@ -233,14 +234,20 @@ def clopper_pearson_upper(k: int, n: int, level: float = 0.95) -> float:
 
 
 def judge(
-    paths: Sequence[Path], size: float, count_size: float, trials: int, seed: int, floor: float | None = None
+    paths: Sequence[Path],
+    size: float,
+    count_size: float,
+    trials: int,
+    seed: int,
+    floor: float | None = None,
+    replay: bool = True,
 ) -> str:
     rng = random.Random(seed)
     tallies = {group: Tally() for group in GROUPS}
     flagged, rows, verdicts = 0, [], []
     for path in paths:
         pair = load_pair(path)
-        judging = Judging(wall_looks.replayable(pair.base, pair.head, RoundsPlan.default()), floor)
+        judging = Judging(replay and wall_looks.replayable(pair.base, pair.head, RoundsPlan.default()), floor)
         judged = judging(pair, pair.head)
         counts: dict[str, int] = {}
         for c in judged:
@@ -300,12 +307,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="replayed looks stop early at EARLY_ALPHA alone, without the pair's budget floor",
     )
+    judged.add_argument("--as-measured", action="store_true", help="replay no looks: every round as measured")
     args = parser.parse_args(argv)
     if args.command == "export":
         export(args.asv_config, args.base, args.head, args.out, args.machine)
         return 0
     floor = 1.0 if args.early_stop_at_alpha else None
-    text = judge(args.corpus, args.size, args.count_size, args.trials, args.seed, floor)
+    text = judge(args.corpus, args.size, args.count_size, args.trials, args.seed, floor, not args.as_measured)
     print(text)
     if args.markdown:
         command = command_line("bench_injected_power", sys.argv[1:] if argv is None else argv)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lab import bench_injected_power
 from lab.histories import History, commit_hash
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,3 +51,47 @@ def test_twins_are_not_flagged_and_a_large_injected_change_is_found(tmp_path: Pa
     assert report.read_text().startswith("# The gate on real noise")
     small = subprocess.run([*judge, "--size", "0.001"], capture_output=True, text=True, cwd=REPO_ROOT)
     assert "| speedup ratio ×1.001 | 5 | 0/5 (0%) |" in small.stdout  # the script can miss
+
+
+def test_a_pair_of_24_rounds_is_judged_as_the_adaptive_job_would_have_judged_it(tmp_path: Path) -> None:
+    """Wall times with the cap's rounds: an injected change is judged with the rounds the first
+    look gives it, the rest by their first look's (a replay, `lab.wall_looks`)."""
+    rng = random.Random(9)
+    project = History(tmp_path)
+    wall = "instruction_counts.case{:02d}.time_wall"
+    for k in range(12):
+        project.bench(wall.format(k), "seconds", repeat=3)
+        logs = [rng.gauss(0, 0.02) for _ in range(24)]
+        for index in (0, 1):
+            rounds = logs if index == 0 else rng.sample(logs, 24)  # the same rounds, reordered
+            samples = [1e-4 * math.exp(v) for v in rounds for _ in range(3)]
+            project.add(index, wall.format(k), sorted(samples)[36], samples)
+    project.save()
+    corpus = tmp_path / "twins.json.gz"
+    script = [sys.executable, "-m", "lab.bench_injected_power"]
+    pair = [commit_hash(0)[:8], commit_hash(1)[:8]]
+    made = subprocess.run(
+        [*script, "export", "--asv-config", str(project.config), *pair, str(corpus)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert made.returncode == 0, made.stderr
+    judge = [*script, "judge", str(corpus), "--trials", "12", "--size", "0.3"]
+    replayed = subprocess.run(judge, capture_output=True, text=True, cwd=REPO_ROOT)
+    assert replayed.returncode == 0, replayed.stderr
+    assert "(wall times: the main job's looks replayed on their rounds)" in replayed.stdout
+    assert "Identical builds: 0 of 1 twin pair(s) with any flag" in replayed.stdout
+    assert "| wall time ×1.3 | 12 | 12/12 (100%) | - |" in replayed.stdout
+    measured = subprocess.run([*judge, "--as-measured"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert measured.returncode == 0 and "replayed" not in measured.stdout
+    # In process: the replay judges the settled twins by their first look's 8 rounds a side.
+    twins = bench_injected_power.load_pair(corpus)
+    rounds = [
+        c.noise.rounds
+        for c in bench_injected_power.Judging(replayed=True)(twins, twins.head)
+        if c.noise is not None
+    ]
+    assert len(rounds) == 12 and rounds.count("8+8") >= 8, rounds  # a few stay open: more rounds
+    as_measured = bench_injected_power.Judging(replayed=False)(twins, twins.head)
+    assert {c.noise.rounds for c in as_measured if c.noise is not None} == {"24+24"}

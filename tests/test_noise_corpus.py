@@ -10,7 +10,8 @@ import pytest
 
 from benchkit.report.gate.budget import FLAGS
 from benchkit.report.gate.check_status import Status
-from lab import bench_injected_power
+from benchkit.rounds_policy import RoundsPlan
+from lab import bench_injected_power, wall_looks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The parent folder's pairs, and those with 20 operator replicates (replicates-20/README.md)
@@ -24,6 +25,9 @@ def test_a_twin_pair_of_real_rounds_has_no_flag(path: Path) -> None:
     judged = script.judge_pair(pair.base, pair.head, pair.units)
     flags = [f"{c.status.value} {c.name}: {c.note}" for c in judged if c.status in FLAGS]
     assert not flags, "\n".join(flags)
+    if wall_looks.replayable(pair.base, pair.head, RoundsPlan.default()):  # 24 rounds: as the looks would
+        replayed = script.Judging(replayed=True)(pair, pair.head)
+        assert not [f"{c.status.value} {c.name}: {c.note}" for c in replayed if c.status in FLAGS]
     assert not [c for c in judged if c.status in (Status.NEWLY_FAILING, Status.MISSING_ON_HEAD)]
     # Judged at all: most figures have a verdict, not "insufficient data".
     unknown = sum(c.status == Status.INSUFFICIENT_DATA for c in judged)
