@@ -29,19 +29,22 @@ def _twins(tmp_path: Path) -> History:
     return project
 
 
+SCRIPT = [sys.executable, "-m", "lab.bench_injected_power"]
+
+
+def _export(project: History, corpus: Path) -> subprocess.CompletedProcess[str]:
+    """The twin pair of builds 0 and 1 exported as a corpus file."""
+    pair = [commit_hash(0)[:8], commit_hash(1)[:8]]
+    command = [*SCRIPT, "export", "--asv-config", str(project.config), *pair, str(corpus)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+
+
 def test_twins_are_not_flagged_and_a_large_injected_change_is_found(tmp_path: Path) -> None:
     project = _twins(tmp_path)
     corpus, report = tmp_path / "twins.json.gz", tmp_path / "power.md"
-    script = [sys.executable, "-m", "lab.bench_injected_power"]
-    pair = [commit_hash(0)[:8], commit_hash(1)[:8]]
-    made = subprocess.run(
-        [*script, "export", "--asv-config", str(project.config), *pair, str(corpus)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    made = _export(project, corpus)
     assert made.returncode == 0 and "12 figures" in made.stdout, made.stderr
-    judge = [*script, "judge", str(corpus), "--trials", "5"]
+    judge = [*SCRIPT, "judge", str(corpus), "--trials", "5"]
     done = subprocess.run(
         [*judge, "--size", "0.3", "--markdown", str(report)], capture_output=True, text=True, cwd=REPO_ROOT
     )
@@ -68,16 +71,9 @@ def test_a_pair_of_24_rounds_is_judged_as_the_adaptive_job_would_have_judged_it(
             project.add(index, wall.format(k), sorted(samples)[36], samples)
     project.save()
     corpus = tmp_path / "twins.json.gz"
-    script = [sys.executable, "-m", "lab.bench_injected_power"]
-    pair = [commit_hash(0)[:8], commit_hash(1)[:8]]
-    made = subprocess.run(
-        [*script, "export", "--asv-config", str(project.config), *pair, str(corpus)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    made = _export(project, corpus)
     assert made.returncode == 0, made.stderr
-    judge = [*script, "judge", str(corpus), "--trials", "12", "--size", "0.3"]
+    judge = [*SCRIPT, "judge", str(corpus), "--trials", "12", "--size", "0.3"]
     replayed = subprocess.run(judge, capture_output=True, text=True, cwd=REPO_ROOT)
     assert replayed.returncode == 0, replayed.stderr
     assert "(wall times: the main job's looks replayed on their rounds)" in replayed.stdout
