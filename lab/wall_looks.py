@@ -18,24 +18,27 @@ import dataclasses
 from benchkit.history.results.read import Measurement, ResultSet
 from benchkit.names import BenchmarkName
 from benchkit.report.gate.rounds_look import look_at_pair
-from benchkit.report.gate.rounds_window import is_wall_time, keep_rounds, rounds_of
+from benchkit.report.gate.rounds_window import Key, is_wall_time, keep_rounds, rounds_of
 from benchkit.rounds_policy import Look, RoundsPlan, TopUp, rounds_to_add
 
 
 def replayable(base: ResultSet, head: ResultSet, plan: RoundsPlan) -> bool:
     """Whether every wall time with a number on both sides holds `plan`'s cap of rounds on each."""
+    before = base.measurements
     walls = [
-        (base.measurements[key], m)
+        (before[key], m)
         for key, m in head.measurements.items()
-        if is_wall_time(key) and m.has_number and key in base.measurements
+        if is_wall_time(key) and m.has_number and key in before and before[key].has_number
     ]
-    return bool(walls) and all(min(rounds_of(b), rounds_of(a)) >= plan.cap for b, a in walls if b.has_number)
+    return bool(walls) and all(min(rounds_of(b), rounds_of(a)) >= plan.cap for b, a in walls)
 
 
-def _cut_walls(side: ResultSet, rounds_of_key: dict[tuple[str, str], int]) -> ResultSet:
-    kept: dict[tuple[str, str], Measurement] = {}
-    for key, m in side.measurements.items():
-        kept[key] = keep_rounds(m, 0, rounds_of_key[key]) if key in rounds_of_key else m
+def _cut_walls(side: ResultSet, rounds_of_key: dict[Key, int]) -> ResultSet:
+    """`side` with each wall time of `rounds_of_key` cut to its first that many rounds."""
+    kept: dict[Key, Measurement] = {
+        key: keep_rounds(m, 0, rounds_of_key[key]) if key in rounds_of_key else m
+        for key, m in side.measurements.items()
+    }
     return dataclasses.replace(side, measurements=kept)
 
 
