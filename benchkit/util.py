@@ -202,6 +202,54 @@ def forked_map(fn: Callable[[T], R], items: Sequence[T], min_per_worker: int = 2
         _FORKED = None
 
 
+class Beside:
+    """`fn()` run in a forked child while this process goes on (`start_beside`); `wait` returns
+    once it has ended and raises `RuntimeError` with the child's traceback if it failed. Without
+    fork the call runs at once, in this process."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._process: Any = None
+        self._pipe: Any = None
+        if "fork" not in multiprocessing.get_all_start_methods():
+            fn()
+            return
+        context = multiprocessing.get_context("fork")
+        self._pipe, child_end = context.Pipe(duplex=False)
+        # Not a daemon: the child may start workers of its own (a daemon may not).
+        self._process = context.Process(target=_run_beside, args=(fn, child_end), daemon=False)
+        self._process.start()
+        child_end.close()
+
+    def wait(self) -> None:
+        if self._process is None:
+            return
+        try:
+            failure = self._pipe.recv()
+        except EOFError:
+            failure = "the process ended without a word"
+        self._process.join()
+        if failure or self._process.exitcode:
+            raise RuntimeError(failure or f"exit code {self._process.exitcode}")
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join()
+
+
+def _run_beside(fn: Callable[[], None], pipe: Any) -> None:
+    import traceback
+
+    try:
+        fn()
+    except BaseException:
+        pipe.send(traceback.format_exc())
+        pipe.close()
+        os._exit(1)
+    pipe.send(None)
+    pipe.close()
+
+
 @contextlib.contextmanager
 def bulk_load() -> Iterator[None]:
     """Build many long-lived objects (a history's results) without Python's cyclic garbage

@@ -132,6 +132,31 @@ def _iter_results(
 
 
 @dataclasses.dataclass(frozen=True)
+class RunParams:
+    """What asv recorded about one results file beside its measurements: the machine and
+    environment parameters (python, requirements...) and environment variables that name
+    its graphs on asv's pages (`benchkit.report.site.asv_site`), and its date."""
+
+    machine: str
+    commit: str
+    env: str
+    date: int  # asv's date of the results (the commit's, in ms)
+    params: tuple[tuple[str, str | None], ...]
+    env_vars: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, result: Any, machine: str) -> RunParams:
+        return cls(
+            machine,
+            result.commit_hash,
+            result.env_name,
+            result.date or 0,
+            tuple(result.params.items()),
+            tuple(result.env_vars.items()),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class ResultSet:
     commit: str
     machine: str
@@ -318,6 +343,7 @@ class LoadedResults:
     dates: Mapping[str, Mapping[str, int]]  # machine -> full commit hash -> asv's date of the run
     branch_order: Mapping[str, int]  # commit -> position on the first configured branch (oldest 0)
     damaged: tuple[DamagedFile, ...] = ()  # files left out (read with a `damaged` list)
+    runs: tuple[RunParams, ...] = ()  # one per results file read, in the order read
 
     @property
     def machines(self) -> tuple[str, ...]:
@@ -365,13 +391,16 @@ def read_results(conf: Any, damaged: Damaged = None, machines: Sequence[str] | N
     per_round = samples_per_round(conf, damaged)
     sets: dict[str, dict[str, ResultSet]] = {}
     dates: dict[str, dict[str, int]] = {}
+    runs: list[RunParams] = []
     for machine in machines if machines is not None else result_machines(conf.results_dir):
         found: dict[str, dict[tuple[str, str], Measurement]] = {}
         for result in _iter_results(conf.results_dir, machine, damaged):
             _add_measurements(result, found.setdefault(result.commit_hash, {}), per_round)
             dates.setdefault(machine, {})[result.commit_hash] = result.date or 0
+            runs.append(RunParams.of(result, machine))
         sets[machine] = {commit: ResultSet(commit, machine, m) for commit, m in found.items()}
-    return LoadedResults(conf, infos, sets, dates, _branch_order(conf), tuple(damaged or ()))
+    order = _branch_order(conf)
+    return LoadedResults(conf, infos, sets, dates, order, tuple(damaged or ()), tuple(runs))
 
 
 def benchmark_units(conf: Any, damaged: Damaged = None) -> dict[str, str | None]:

@@ -29,6 +29,7 @@ from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_cla
 from benchkit.report.gate import check, check_config
 from benchkit.report.gate.check_types import Comparison
 from benchkit.report.gate.noise import HistoryNoise
+from benchkit.report.site.git_facts import tag_commits
 from benchkit.stats import quantiles
 from benchkit.util import bulk_load, forked_map
 
@@ -229,7 +230,7 @@ def read_builds(repo: Any, commits: Iterable[str]) -> dict[str, Build]:
     commits = sorted(set(commits))
     revisions = repo.get_revisions(set(commits))
     tags: dict[str, list[str]] = {}
-    for tag, commit in repo.get_tags().items():
+    for tag, commit in tag_commits(repo).items():
         tags.setdefault(commit, []).append(tag)
     git_dir = getattr(repo, "_path", None)
     objects = _git_objects(git_dir, [*commits, *(f"{c}:{BUILD_FILE}" for c in commits)]) if git_dir else {}

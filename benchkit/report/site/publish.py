@@ -1,15 +1,15 @@
-"""Publishing: `asv publish` into the html folder, its page moved aside (`pages.ASV_PAGE`) for
-benchkit's front page, benchkit's pages beside it, asv's CDN assets pointed at local copies,
-its grid rid of benchmarks without results, and a ``file://`` transport for asv's JSON."""
+"""Publishing: asv's site into the html folder (`asv_site`: asv's own classes on the results,
+read once), its page moved aside (`pages.ASV_PAGE`) for benchkit's front page, benchkit's pages
+beside it, asv's CDN assets pointed at local copies, its grid rid of benchmarks without
+results, and a ``file://`` transport for asv's JSON."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,11 +17,12 @@ from typing import Any
 
 from benchkit.errors import UserError
 from benchkit.history.lock import job_lock
-from benchkit.history.results.read import LoadedResults, load_asv_config
+from benchkit.history.results.read import LoadedResults, load_asv_config, read_results
+from benchkit.report.site.asv_site import write_asv_site
 from benchkit.report.site.data import SuiteCoverage, load_site_data, log, suite_coverage
 from benchkit.report.site.pages import ASV_PAGE, PAGES
 from benchkit.report.site.render import render_pages
-from benchkit.util import atomic_write_text
+from benchkit.util import Beside, atomic_write_text, bulk_load
 
 ASSETS_DIR = Path(__file__).with_name("assets")
 VENDOR_DIR = ASSETS_DIR / "vendor"
@@ -106,7 +107,7 @@ def move_asv_page(html_dir: Path) -> None:
     find their data relative to the page's folder and route by the URL's hash, so they work there."""
     index = html_dir / "index.html"
     if not index.is_file():
-        raise UserError(f"`asv publish` wrote no index.html into {html_dir}")
+        raise UserError(f"asv's part of the site has no index.html in {html_dir}")
     os.rename(index, html_dir / ASV_PAGE)
 
 
@@ -167,22 +168,6 @@ def trim_asv_grid(html_dir: Path, coverage: SuiteCoverage) -> None:
 # ------------------------------------------------------------------ publish
 
 
-def _start_asv_publish(conf_path: Path, html_dir: Path | None) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "asv", "publish", "--config", str(conf_path)]
-    if html_dir is not None:
-        command += ["--html-dir", str(html_dir)]
-    return subprocess.Popen(
-        command, cwd=conf_path.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-
-
-def _wait_asv_publish(proc: subprocess.Popen[str]) -> None:
-    output, _ = proc.communicate()
-    if proc.returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        raise UserError(f"`asv publish` failed with exit code {proc.returncode}:\n{tail}")
-
-
 def write_pages(pages: Mapping[str, str], html_dir: Path) -> None:
     for path, text in pages.items():
         write_public(html_dir / path, text)
@@ -224,7 +209,7 @@ def publish(
     wait: bool = True,
     loaded: LoadedResults | None = None,
 ) -> Path:
-    """`asv publish` into the html folder, then benchkit's pages; returns the folder.
+    """asv's site and benchkit's pages into the html folder; returns the folder.
     `loaded`: the project's results when the caller has read them (the main job).
 
     The site is made in a folder beside it and put in place once complete, so an interrupted
@@ -270,24 +255,28 @@ def _publish_into(
     loaded: LoadedResults | None,
     started: float,
 ) -> None:
-    # asv publish deletes the folder; keep a README a repository tracks there.
-    readme = target / "README.md"
+    readme = target / "README.md"  # a README a repository tracks in the site's folder stays
     kept_readme = readme.read_bytes() if readme.is_file() else None
-    # asv only reads the results and writes html/; our pages need the same results but not
-    # asv's output, so they are computed while asv publishes and written once it is done.
-    proc = _start_asv_publish(conf_path, building)
-    log(f"asv publish into {target} started; reading results and rendering benchkit's pages meanwhile")
+    if loaded is None:
+        with bulk_load():
+            loaded = read_results(conf, [] if skip_damaged else None)
+    # asv's part and benchkit's pages are made from the same results, side by side.
+    asv_part = Beside(functools.partial(write_asv_site, loaded, building))
+    log(f"publishing into {target}: asv's graphs beside benchkit's pages")
     try:
         data = load_site_data(conf_path, config_path, skip_damaged, loaded, conf)
         pages, counts = render_pages(data)
     except BaseException:
-        proc.kill()
-        proc.wait()
+        asv_part.stop()
         raise
     for found in data.damaged:
         log(f"--skip-damaged: left out {found.describe()}")
     rendered_s = time.perf_counter() - started
-    _wait_asv_publish(proc)
+    try:
+        asv_part.wait()
+    except RuntimeError as e:
+        tail = "\n".join(str(e).strip().splitlines()[-15:])
+        raise UserError(f"writing asv's part of the site failed:\n{tail}") from None
     asv_s = time.perf_counter() - started
     if kept_readme is not None:
         (building / "README.md").write_bytes(kept_readme)
@@ -302,7 +291,7 @@ def _publish_into(
     enable_file_access(building)
     total = time.perf_counter() - started
     log(
-        f"pages rendered in {rendered_s:.1f} s while asv published ({asv_s:.1f} s), written in "
+        f"pages rendered in {rendered_s:.1f} s beside asv's graphs ({asv_s:.1f} s), written in "
         f"{total - asv_s:.1f} s: "
         + ", ".join(f"{n} {what}" for what, n in counts.items())
         + f" -> {target / 'index.html'}"
