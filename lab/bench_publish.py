@@ -1,4 +1,4 @@
-"""How much `benchkit publish` adds to `asv publish` on a long, wide history.
+"""How long `benchkit publish` takes on a long, wide history, beside `asv publish`.
 
 Writes a synthetic history (default 100 commits x 300 benchmarks: instruction
 counts, wall times with samples, and parameterized operator tracks) into a
@@ -7,7 +7,11 @@ written with asv's own Results API -- then times ``asv publish`` as benchkit con
 (without asv's own regression search, `ASV_PUBLISH_SETTINGS`), ``asv publish`` with asv's
 defaults, and ``benchkit publish`` on it, alternating, and prints the medians and the ratio,
 with asv's publish split by the steps it prints as it starts each (no profiler in the run).
-Target: benchkit's pages add at most 50% to asv's own publish time.
+``benchkit publish`` writes asv's part of the site itself, from its own one read of the
+results (`benchkit.report.site.asv_site`), beside its pages: ``asv publish`` is timed as the
+reference of what asv's own command costs. Then one more build joins the history
+(`lab.synthetic.add_build`, the nightly's case) and ``benchkit publish`` is timed once more.
+Targets (issue 57): a full publish of 1,000 x 1,400 in 60 s, after one more build 10 s.
 
     python -m lab.bench_publish [--commits 100] [--benchmarks 300] [--repeat 3] [--keep DIR]
     python -m lab.bench_publish --size 300x700 --size 1000x1400 --repeat 1 --no-asv-search \
@@ -43,7 +47,7 @@ from pathlib import Path
 
 from benchkit.history.builds.build_step import ASV_PUBLISH_SETTINGS
 from lab import REPO_ROOT
-from lab.synthetic import MACHINE, make_project
+from lab.synthetic import MACHINE, add_build, make_project
 
 LOADED_PAGES = 6  # the largest pages whose load time is measured
 # asv publish's progress lines: "[ 44.44%] · Detecting steps"
@@ -138,6 +142,7 @@ class SizeFigures:
     asv_search: list[Timing]
     asv: list[Timing]
     benchkit: list[Timing]
+    after_one_build: Timing
     sizes: list[tuple[int, Path]]
     loads: list[float]
     why_pages: int
@@ -168,6 +173,7 @@ class SizeFigures:
             median(self.asv),
             self.asv_steps(),
             median(self.benchkit),
+            f"{self.after_one_build.wall_s:.1f}",
             phases,
             f"{len(self.sizes)} ({self.why_pages} why)",
             f"{largest / 2**20:.2f}",
@@ -181,6 +187,7 @@ TABLE_HEAD = (
     "asv publish as benchkit configures it (s)",
     "asv publish by its own steps (s)",
     "benchkit publish (s)",
+    "benchkit publish after one more build (s)",
     "benchkit's pages by phase, one process after the runs (s)",
     "pages a user opens",
     "largest page (MiB)",
@@ -240,7 +247,12 @@ def measure_size(root: Path, commits: int, benchmarks: int, args: argparse.Names
     loads = _load_times([p for _, p in sizes[:LOADED_PAGES]])
     phases = _page_phases(conf) if args.phases else []
     why = len(list((root / "html" / "why").glob("*.html")))
-    figures = SizeFigures(commits, benchmarks, search_runs, asv_runs, bk_runs, sizes, loads, why, phases)
+    add_build(conf)
+    after = _timed(bk_cmd, REPO_ROOT)
+    print(f"  one more build: benchkit publish {after.wall_s:.2f} s", file=sys.stderr)
+    figures = SizeFigures(
+        commits, benchmarks, search_runs, asv_runs, bk_runs, after, sizes, loads, why, phases
+    )
     _print_size(root, figures)
     return figures
 
@@ -258,15 +270,16 @@ def _print_size(root: Path, f: SizeFigures) -> None:
     asv_cpu = statistics.median(t.cpu_s for t in f.asv)
     bk_cpu = statistics.median(t.cpu_s for t in f.benchkit)
     cpu_added, wall_added = (bk_cpu - asv_cpu) / asv_cpu, (bk_s - asv_s) / asv_s
-    print(f"CPU:  benchkit/asv = {bk_cpu / asv_cpu:.2f}: our pages cost {cpu_added * 100:.0f}% "
-          "of asv's CPU time (they run beside asv, so wall time grows less)")  # fmt: skip
-    print(f"wall: benchkit/asv = {bk_s / asv_s:.2f}: our pages add {wall_added * 100:.0f}% (target <= 50%)")
+    print(f"CPU:  benchkit/asv = {bk_cpu / asv_cpu:.2f}: the whole site costs {cpu_added * 100:+.0f}% "
+          "against asv's own publish")  # fmt: skip
+    print(f"wall: benchkit/asv = {bk_s / asv_s:.2f}: {wall_added * 100:+.0f}% against asv's own publish")
     if f.phases:
         print("benchkit's pages alone: " + ", ".join(f"{n} {s:.1f} s" for n, s in f.phases))
     print(f"pages a user opens: {len(f.sizes)}, {sum(n for n, _ in f.sizes) / 2**20:.1f} MiB in all")
     for (size, page), load in zip(f.sizes, f.loads, strict=False):
         print(f"  {size / 2**20:6.2f} MiB  loads in {load:5.2f} s  {page.relative_to(root / 'html')}")
-    print("publishing is not incremental: after one more build the whole publish runs again")
+    print(f"after one more build: benchkit publish {f.after_one_build.wall_s:.2f} s "
+          "(not incremental: the whole site is made again)")  # fmt: skip
 
 
 def _markdown(figures: list[SizeFigures], command: str) -> str:
@@ -276,8 +289,10 @@ def _markdown(figures: list[SizeFigures], command: str) -> str:
         f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, this project's",
         "2-core development machine. Synthetic histories (lab/synthetic.py: instruction counts with",
         "profiles, wall times with samples, parameterized operator tracks); medians of the runs.",
-        "benchkit publish runs asv publish beside its own pages. Publishing is not incremental:",
-        "a history that gained one build is published whole again. asv publish by its own steps:",
+        "benchkit publish writes asv's part of the site itself, from its own one read of the",
+        "results, beside its pages; asv publish is timed as the reference. Publishing is not",
+        "incremental: a history that gained one build (lab.synthetic.add_build) is published",
+        "whole again. asv publish by its own steps:",
         "the seconds between the progress lines asv prints as it starts each (read results: its",
         "machine files, commits and every results file, which asv reads twice, the second time into",
         "its graphs' data; step detection: asv's own, for its list and regressions views, which runs",
@@ -329,7 +344,7 @@ def main() -> int:
         args.markdown.write_text(_markdown(figures, command))
     bk = [statistics.median(t.wall_s for t in f.benchkit) for f in figures]
     asv = [statistics.median(t.wall_s for t in f.asv) for f in figures]
-    return 0 if all(b <= 1.5 * a for b, a in zip(bk, asv, strict=True)) else 1
+    return 0 if all(b <= a for b, a in zip(bk, asv, strict=True)) else 1  # the site in asv's time
 
 
 if __name__ == "__main__":

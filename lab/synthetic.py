@@ -9,6 +9,7 @@ small ones. Nothing in benchkit's commands uses it.
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
 import random
 from collections.abc import Sequence
@@ -272,6 +273,38 @@ def make_project(
     conf_path = root / "asv.conf.json"
     conf_path.write_text(json.dumps(conf, indent=1))
     return conf_path
+
+
+def add_build(conf_path: Path) -> str:
+    """One more build on the project's branch, a day after its newest (a nightly's case): a new
+    commit whose results and stored profile are the newest build's again. Returns its commit."""
+    root = conf_path.parent
+    folder = root / "results" / MACHINE
+    newest = max(
+        (json.loads(p.read_text()) for p in folder.glob("*.json") if p.name != "machine.json"),
+        key=lambda data: data["date"],
+    )
+    date = dt.datetime.fromtimestamp(newest["date"] / 1000, dt.UTC) + dt.timedelta(days=1)
+    record = BuildRecord(
+        torch_version=f"2.14.0.dev{date:%Y%m%d}+cpu",
+        git_version=f"{random.Random(newest['date']).getrandbits(160):040x}",
+        build_date=date.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        wheel_filename=f"torch-2.14.0.dev{date:%Y%m%d}+cpu-cp311-cp311-linux_x86_64.whl",
+        wheel_sha256="0" * 64,
+        wheel_size=200_000_000,
+    )
+    commit = HistoryRepo(root / "history").commit_record(record, "main", None)
+    old_commit = newest["commit_hash"]
+    newest.update(commit_hash=commit, date=int(date.timestamp() * 1000))
+    (folder / f"{commit[:8]}-{ENV}.json").write_text(json.dumps(newest))
+    stored = folder / profiles.PROFILE_DIR
+    profile = stored / f"{old_commit}-{ENV}{profiles.SUFFIX}"
+    if profile.is_file():
+        document = json.loads(gzip.decompress(profile.read_bytes()))
+        document["commit"] = commit
+        data = gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
+        (stored / f"{commit}-{ENV}{profiles.SUFFIX}").write_bytes(data)
+    return commit
 
 
 def add_empty_benchmarks(conf_path: Path, never_run: int, failing: int) -> tuple[list[str], list[str]]:

@@ -269,6 +269,7 @@ def samples_per_round(conf: Any, damaged: Damaged = None) -> Callable[[str], int
 
     infos = benchmark_infos(conf, damaged)
 
+    @functools.cache  # asked once per benchmark and results file: a history asks it millions of times
     def per_round(key: str) -> int | None:
         metric = BenchmarkName.parse(key).metric
         if metric is not None and metric.replicated:  # one sample per timing process
