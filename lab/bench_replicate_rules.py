@@ -15,6 +15,8 @@ different test of the same replicates would close the gap without false flags:
   (`benchkit.report.gate.process_shift`: eager and compiled seconds): Yuen's trimmed t from
   `benchkit.stats.TRIMMED_FROM` replicates a side, a t-test of the means below;
 * **plain moderated t**: the same, never trimmed (the gate's test before trimming);
+* **ranks**: Mann-Whitney's exact test of the same replicates as the gate's: no spread is
+  estimated, so a replicate far off weighs as one rank and each figure's noise is its own;
 The other rules start from the replicates as measured:
 
 * **paired, weather removed**: per replicate, the head-minus-base difference of the logs, less
@@ -170,6 +172,14 @@ def plain_t_rule(figures: Figures) -> list[float]:
     return _moderated_p(changes, pooled, n_a + n_b - 2, 1 / (1 / n_a + 1 / n_b))
 
 
+def rank_rule(figures: Figures) -> list[float]:
+    """Mann-Whitney's exact test of the two sides' replicates: no spread estimated at all, so a
+    replicate far off weighs as one rank, and a figure's noise is its own."""
+    from scipy.stats import mannwhitneyu
+
+    return [float(mannwhitneyu(a, b, method="exact").pvalue) for a, b in figures]
+
+
 def _normal_tail(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
@@ -181,6 +191,7 @@ RULES: dict[str, tuple[Rule, bool]] = {
     "trimmed, weather removed": (trimmed_rule, False),
     "trimmed, one spread per metric": (pooled_spread_rule, False),
     "plain moderated t (the gate's before trimming)": (plain_t_rule, True),
+    "ranks (Mann-Whitney, exact)": (rank_rule, True),
 }
 
 
