@@ -16,9 +16,21 @@ from lab import bench_injected_power, wall_looks
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The parent folder's pairs, and those with 20 operator replicates (replicates-20/README.md)
 CORPUS = sorted((REPO_ROOT / "tests" / "data" / "noise-corpus").rglob("*.json.gz"))
+# Pairs the gate flags today, each with why (and the corpus README says so): strict, so a rule
+# that clears one must take it off this list.
+KNOWN_FLAGS = {
+    "twin-2026-12-02T1619Z.json.gz": "6 replicates a build (the old design): aten.mean.dim's "
+    "compiled time +5.8 % in 5 of 6 processes, flagged since processes are centred on the median",
+}
 
 
-@pytest.mark.parametrize("path", CORPUS, ids=[p.name for p in CORPUS])
+def _pair_param(path: Path) -> object:
+    reason = KNOWN_FLAGS.get(path.name)
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(path, id=path.name, marks=marks)
+
+
+@pytest.mark.parametrize("path", [_pair_param(p) for p in CORPUS])
 def test_a_twin_pair_of_real_rounds_has_no_flag(path: Path) -> None:
     script = bench_injected_power  # the corpus reader lives with the program that writes it
     pair = script.load_pair(path)
