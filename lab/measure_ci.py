@@ -8,10 +8,10 @@ test command: the install, then every test with ``BENCHKIT_SLOW=1``) with ``HOME
 ``CI=true``. The whole output goes to ``benchkit-ci-<commit>.log`` in the temporary
 folder's parent (the clone is removed after a passing run); the measurement file gets the
 command, the commit, the date, the machine, the wall time, the peak disk use (the most the
-filesystem of the temporary folder held above its level at the start, sampled every 5 s) and
-pytest's last line. The
-install step points benchkit's editable install at the clone; run ``pip install -e .`` here
-afterwards to point it back.
+filesystem of the temporary folder held above its level at the start, sampled every 5 s),
+pytest's last line, the slowest test phases and the costliest test files (every phase is listed:
+``PYTEST_ADDOPTS=--durations=0``, which changes only pytest's report). The install step points
+benchkit's editable install at the clone; run ``pip install -e .`` here afterwards to point it back.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ class DiskPeak(threading.Thread):
 SLOWEST_SHOWN = 15
 
 
-def slowest_tests(lines: list[str], shown: int = SLOWEST_SHOWN) -> list[tuple[float, str, str]]:
-    """(seconds, phase, test) of pytest's own durations section (``--durations``, the project's
-    addopts), slowest first."""
+def slowest_tests(lines: list[str], shown: int | None = SLOWEST_SHOWN) -> list[tuple[float, str, str]]:
+    """(seconds, phase, test) of pytest's own durations section (``--durations``), slowest first;
+    all of them where ``shown`` is None."""
     rows = []
     inside = False
     for line in lines:
@@ -80,6 +80,16 @@ def slowest_tests(lines: list[str], shown: int = SLOWEST_SHOWN) -> list[tuple[fl
             except ValueError:
                 break
     return rows[:shown]
+
+
+def seconds_per_file(rows: list[tuple[float, str, str]]) -> list[tuple[float, str]]:
+    """(seconds, test file) summed over every phase of its tests, most first: what each file
+    costs a worker (files go to workers whole: ``--dist loadfile``)."""
+    totals: dict[str, float] = {}
+    for seconds, _phase, test in rows:
+        path = test.split("::", 1)[0]
+        totals[path] = totals.get(path, 0.0) + seconds
+    return sorted(((s, f) for f, s in totals.items()), reverse=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         BENCHKIT_CACHE_DIR=str(scratch / "cache"),
         TORCHINDUCTOR_CACHE_DIR=str(scratch / "inductor"),
         CI="true",
+        PYTEST_ADDOPTS="--durations=0",  # every test's phases, for the per-file sums
     )
     log = scratch.parent / f"benchkit-ci-{commit[:10]}.log"
     print(f"measure_ci: .ci/run of {commit[:10]} in {clone}; output in {log}", flush=True)
@@ -137,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---:|---:|---|---|\n"
         f"| {commit[:10]} | {_machine()} | {seconds / 60:.1f} min ({seconds:,.0f} s) | "
         f"{disk.peak / 2**30:.1f} GiB | {code} | "
-        f"`{last.replace('|', '/').replace('`', '')}` |\n" + _slowest_table(slowest_tests(lines))
+        f"`{last.replace('|', '/').replace('`', '')}` |\n"
+        + _slowest_table(slowest_tests(lines))
+        + _files_table(seconds_per_file(slowest_tests(lines, None)))
     )
     print(
         f"measure_ci: exit {code} after {seconds:,.0f} s, "
@@ -158,6 +171,19 @@ def _slowest_table(rows: list[tuple[float, str, str]]) -> str:
         "file's first test includes its wait for the machine when that file runs alone "
         "(`quiet`, tests/support/quiet.py) or waits for one that does:\n\n"
         "| seconds | phase | test |\n|---:|---|---|\n" + body
+    )
+
+
+def _files_table(files: list[tuple[float, str]]) -> str:
+    if not files:
+        return ""
+    body = "".join(f"| {seconds:,.0f} | `{path}` |\n" for seconds, path in files[:SLOWEST_SHOWN])
+    total = sum(seconds for seconds, _ in files)
+    return (
+        f"\nThe {min(len(files), SLOWEST_SHOWN)} costliest of {len(files)} test files: seconds summed over "
+        f"their tests' phases ({total:,.0f} s over all files, the two workers' time together; "
+        "`PYTEST_ADDOPTS=--durations=0` lists them all):\n\n"
+        "| seconds | file |\n|---:|---|\n" + body
     )
 
 

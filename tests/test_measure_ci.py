@@ -24,3 +24,14 @@ def test_the_slowest_tests_come_from_pytests_durations_section() -> None:
     ]
     assert len(measure_ci.slowest_tests(lines)) == 3
     assert measure_ci.slowest_tests(["708 passed"]) == []
+
+
+def test_a_files_seconds_are_its_phases_summed() -> None:
+    lines = [line for line in LOG.splitlines() if line.strip()]
+    rows = measure_ci.slowest_tests(lines, None)
+    rows.append((6.0, "call", "tests/test_check_asv.py::test_other"))
+    assert measure_ci.seconds_per_file(rows) == [
+        (394.10, "tests/test_fresh_main_job.py"),
+        (26.21, "tests/test_check_asv.py"),
+        (5.94, "tests/test_source_checkout.py"),
+    ]
