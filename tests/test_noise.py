@@ -301,3 +301,18 @@ def test_replicates_from_trimmed_from_a_side_resist_one_slow_process() -> None:
     variance, df = stats.pooled_variance(before[:6], after[:6])
     assert df == 10
     assert variance == pytest.approx((statistics.variance(before[:6]) + statistics.variance(after[:6])) / 2)
+
+
+def test_the_table_names_an_operator_figure_by_what_it_measures(tmp_path: Path) -> None:
+    """An eager time is judged like a wall time (seconds), but its row says eager seconds."""
+    project = History(tmp_path)
+    eager = "operators.aten_relu_default.track_eager_seconds('8x8 f32')"
+    for name in (eager, WALL.format("A")):
+        project.bench(name, "seconds")
+        project.add(10, name, 1e-5)
+        project.add(11, name, 1e-5)
+    project.save()
+    verdict = check.run_check(commit_hash(10)[:8], commit_hash(11)[:8], asv_config=project.config)
+    lines = [line for line in verdict.markdown.splitlines() if line.startswith("| `")]
+    rows = {line.split("`")[1]: line.split(" | ")[1] for line in lines}
+    assert rows == {eager: "eager seconds", WALL.format("A"): "wall time"}, verdict.markdown

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from benchkit.names import BenchmarkName, Metric, MetricKind, kind_of_unit
+from benchkit.names import BenchmarkName, Metric, MetricKind, Suite, kind_of_unit
 from benchkit.report.gate.check_config import METRIC_LABELS
 from benchkit.report.gate.check_types import Comparison
 
@@ -94,6 +94,14 @@ def md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _metric_label(c: Comparison, metric: Metric | None) -> str:
+    """What was measured: an operator figure by its own name (eager seconds, not the wall time
+    its unit is judged as), any other by how the gate judges it."""
+    if metric is not None and metric.suite is Suite.OPERATORS:
+        return metric.label
+    return METRIC_LABELS[c.metric]
+
+
 def markdown_table(rows: Sequence[Comparison], show_env: bool = False) -> list[str]:
     lines = [
         "| Benchmark | Metric | Before | After | Change | Threshold | MDC | Note |",
@@ -106,7 +114,7 @@ def markdown_table(rows: Sequence[Comparison], show_env: bool = False) -> list[s
             change = "-"
         cells = [
             f"`{c.name}`" + (f" [{c.env}]" if show_env else ""),
-            METRIC_LABELS[c.metric],
+            _metric_label(c, metric),
             format_value(c.before, c.unit),
             format_value(c.after, c.unit),
             change,
