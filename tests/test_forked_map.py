@@ -4,6 +4,7 @@ machine has the cores, and a worker's error raised here."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -16,9 +17,16 @@ def _square_with_pid(n: int) -> tuple[int, int, int]:
     return n * n, os.getpid(), len(BIG)
 
 
+def _slow_square_with_pid(n: int) -> tuple[int, int, int]:
+    # 2 s of work in all: on a loaded machine the first worker could otherwise take every
+    # chunk before the second has started (CI of 69e0490: all 200 items in one process)
+    time.sleep(0.01)
+    return _square_with_pid(n)
+
+
 def test_results_come_back_in_order_from_every_usable_core() -> None:
     items = list(range(200))
-    results = forked_map(_square_with_pid, items, min_per_worker=10)
+    results = forked_map(_slow_square_with_pid, items, min_per_worker=10)
     assert [r[0] for r in results] == [n * n for n in items]
     assert all(r[2] == len(BIG) for r in results)
     pids = {r[1] for r in results}
