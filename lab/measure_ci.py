@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     disk.stopped.set()
     disk.join()
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    phases = slowest_tests(lines, None)
     last = lines[-1] if lines else "(no output)"
     OUT.write_text(
         "# CI time\n\n"
@@ -149,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| {commit[:10]} | {_machine()} | {seconds / 60:.1f} min ({seconds:,.0f} s) | "
         f"{disk.peak / 2**30:.1f} GiB | {code} | "
         f"`{last.replace('|', '/').replace('`', '')}` |\n"
-        + _slowest_table(slowest_tests(lines))
-        + _files_table(seconds_per_file(slowest_tests(lines, None)))
+        + _slowest_table(phases[:SLOWEST_SHOWN])
+        + _files_table(seconds_per_file(phases))
     )
     print(
         f"measure_ci: exit {code} after {seconds:,.0f} s, "
