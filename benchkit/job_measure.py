@@ -52,7 +52,6 @@ class MeasureRequest:
 class Measured:
     todo: tuple[str, ...]  # the builds this job measured
     pairs: tuple[JudgedPair, ...]  # what the verdict judges
-    held: Held
     run_code: int  # asv's highest exit code
     env: Mapping[str, str]  # the environment of this job's asv commands
 
@@ -262,6 +261,19 @@ def _open_wall_times(
     return top_up, added_rounds, reached
 
 
+def _record_pairs(req: MeasureRequest, pairs: Sequence[JudgedPair], todo: Sequence[str], held: Held) -> None:
+    """How each pair was measured, for every later reader of the results (`pair_record`): the
+    rounds this job measured of its builds, interleaved."""
+    from benchkit.report.gate import pair_record
+
+    loaded = read_results(req.conf)
+    for pair in pairs:
+        record = pair_record.pair_record_of(
+            loaded, req.machine, pair.base, pair.head, held, base_from_earlier_job=pair.base not in todo
+        )
+        pair_record.write_pair_record(Path(req.conf.results_dir), record)
+
+
 def measure(req: MeasureRequest, progress: Progress) -> Measured:
     """Step 3 of the job: measure what is not finished, then record what finished."""
     from benchkit.report import job_verdict, run_summary
@@ -279,7 +291,7 @@ def measure(req: MeasureRequest, progress: Progress) -> Measured:
     # pip in asv's environment builds leaves out the indexes that did not answer, too.
     env = {**settings.child_environ(run_settings), **dict(req.source.environ)}
     if not todo:
-        return Measured((), tuple(pairs), {}, 0, env)
+        return Measured((), tuple(pairs), 0, env)
     for found in set_aside_damaged(req.conf, req.machine, todo):
         progress.note(f"damaged results file {found.describe()}: set aside as *.damaged, measured again")
     held, code = _main_runs(req, todo, pairs, config, env, progress)
@@ -297,6 +309,7 @@ def measure(req: MeasureRequest, progress: Progress) -> Measured:
         replicated, ops_code = _operator_replicates(req, pairs, progress)
         code = max(code, ops_code)
         held = {c: {**held.get(c, {}), **replicated.get(c, {})} for c in {*held, *replicated}}
+    _record_pairs(req, pairs, todo, held)
     # Finished: every selected benchmark has a number, every wall time all its rounds' samples.
     expected = run_summary.Expected(req.machine, req.bench, req.plan.first * SAMPLES_PER_ROUND)
     complete = run_summary.complete_builds(req.conf, expected, todo)
@@ -305,4 +318,4 @@ def measure(req: MeasureRequest, progress: Progress) -> Measured:
         progress.note(
             f"{len(todo) - len(complete)} build(s) lack numbers; the next `benchkit main` measures them again"
         )
-    return Measured(tuple(todo), tuple(pairs), held, code, env)
+    return Measured(tuple(todo), tuple(pairs), code, env)

@@ -296,11 +296,9 @@ def _report(
         progress.note("the history has a single build: nothing to compare")
         return problems, code
     # The verdict is about this run's builds: each against its predecessor (and a baseline).
-    # With builds measured, every pair's wall times came from one interleaved run of this job.
     verdict = job_verdict.judge_run(
-        published.loaded, req.conf_path, machine, measured.pairs, dict(labels), req.bench, measured.held,
-        bool(measured.todo), measured.todo,
-    )  # fmt: skip
+        published.loaded, req.conf_path, machine, measured.pairs, dict(labels), req.bench
+    )
     _write_verdict(verdict, published.html_dir, machine)
     problems.extend(verdict.problems)
     return problems, max(code, verdict.exit_code)

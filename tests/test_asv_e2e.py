@@ -334,6 +334,7 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
         assert f"{opened} wall time(s) still open: 2 more rounds on 2 build(s)" in log, log[-3000:]
     assert done.returncode in (0, 1), log[-3000:]  # 1: the gate found Linear's doubling
     assert "against its predecessor" in done.stdout, log[-3000:]
+    [first_pair] = json.loads((job.root / "html" / "verdict.json").read_text())
     rounds = _wall_rounds(job)
     assert len(rounds) == 2
     for per_case in rounds.values():
@@ -370,7 +371,7 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
     assert later.returncode in (0, 1), log[-3000:]
     assert "asv run over 1 of 3 torch build(s)" in log and "measured by an earlier job" in log, log[-3000:]
     table = (job.root / "html" / "verdict.md").read_text()  # every pair's full verdict
-    assert "rounds measured again by this job" in table, table[-3000:]
+    assert "judged by the rounds measured again beside the head" in table, table[-3000:]
     now = _wall_rounds(job)
     [new] = set(now) - set(held)
     predecessor = history.HistoryRepo(job.history).commits(history.MAIN_BRANCH)[1]
@@ -380,6 +381,22 @@ def test_main_job_adds_rounds_only_where_the_verdict_is_open(tmp_path: Path, pro
         assert (count - held[predecessor][name], now[new][name]) in ((first, first), (cap, cap)), (held, now)
     compared = [tuple(map(int, m)) for m in re.findall(r"\((\d+)\+(\d+) rounds\)", table)]
     assert compared and all(a == b and a in (first, cap) for a, b in compared), compared
+    # Read later, each pair is judged as its job judged it (`pair_record`): the first pair by the
+    # rounds of the first job, though its head now holds the later job's rounds and one more of ReLU.
+    [second_pair] = json.loads((job.root / "html" / "verdict.json").read_text())
+    for judged, (base, head) in ((first_pair, (oldest, predecessor)), (second_pair, (predecessor, new))):
+        out = tmp_path / f"check-{head[:8]}.json"
+        job.benchkit(
+            "check", base, head, "--asv-config", str(job.config), "--machine", MACHINE, "-b", WALL_TIMES,
+            "--json", str(out),
+        )  # fmt: skip
+        assert _judged_figures(json.loads(out.read_text())) == _judged_figures(judged), (base, head)
+
+
+def _judged_figures(verdict: dict[str, object]) -> dict[str, tuple[object, ...]]:
+    rows = verdict["comparisons"]
+    assert isinstance(rows, list) and rows
+    return {r["name"]: (r["verdict"], r["change"], r["interval"], r["note"]) for r in rows}
 
 
 WALL_TIMES = r"^instruction_counts\.e2e_.*\.time_wall$"  # no Callgrind: only rounds matter here

@@ -100,3 +100,19 @@ def test_regressions_command_reports_it_once_and_keeps_short_steps_apart(tmp_pat
     lines = run.stdout.splitlines()
     assert "no judged step beyond the thresholds in this history" in lines
     assert "# not judged: one build a side, so no interval" in lines
+
+
+def test_every_disturbance_of_a_history_is_each_builds_own(tmp_path: Path) -> None:
+    """The site asks for every build's disturbance at once (`every_disturbance`, the history
+    prepared once): the same answer as asking build by build, its ends one-sided included."""
+    from benchkit.report.gate.excursions import build_disturbance, every_disturbance
+
+    project = disturbed_history(tmp_path, 13, seed=7)
+    conf = load_asv_config(project.config)
+    config = check_config.parse_check_config({}, "defaults")
+    metric_of = check.metric_judge({n: b["unit"] for n, b in project.benchmarks.items()}, config)
+    threshold = config.thresholds["instructions"]
+    history = load_history(conf, MACHINE)
+    each = {r.commit: d for r in history if (d := build_disturbance(history, r.commit, metric_of, threshold))}
+    assert list(each) == [commit_hash(BUSY)]
+    assert every_disturbance(history, metric_of, threshold) == each

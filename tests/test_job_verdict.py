@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchkit.history.results.read import load_asv_config, read_results
+from benchkit.report.gate.pair_record import pair_record_of, write_pair_record
 from benchkit.report.job_verdict import JobVerdict, JudgedPair, judge_run, judged_pairs
 from lab.histories import COUNTS, MACHINE, History, commit_hash
 
@@ -112,9 +113,13 @@ def test_compile_times_of_a_predecessor_compiled_by_an_earlier_job_are_not_compa
     commits = [commit_hash(0), commit_hash(1)]
     pairs = judged_pairs(commits, commits[1:])
     labels = {c: c[:8] for c in commits}
-    apart = judge_run(loaded, project.config, MACHINE, pairs, labels, measured=commits[1:])
+    results = Path(loaded.conf.results_dir)
+    # The job writes how it measured the pair: here the base by an earlier job.
+    write_pair_record(results, pair_record_of(loaded, MACHINE, *commits, {}, base_from_earlier_job=True))
+    apart = judge_run(loaded, project.config, MACHINE, pairs, labels)
     assert apart.exit_code == 0, apart.markdown
     line = f"compile time: {commits[0][:8]} was compiled by an earlier job"
     assert apart.markdown.count(line) == 1 and "its 1 compile time(s) are not compared" in apart.markdown
-    together = judge_run(loaded, project.config, MACHINE, pairs, labels, measured=commits)
+    write_pair_record(results, pair_record_of(loaded, MACHINE, *commits, {}, base_from_earlier_job=False))
+    together = judge_run(loaded, project.config, MACHINE, pairs, labels)
     assert together.exit_code == 2 and "cache state differed" in together.markdown

@@ -11,8 +11,8 @@ import pytest
 
 from benchkit import stats
 from benchkit.history.results.read import Measurement, ResultSet
-from benchkit.report.gate import check, noise
-from lab.histories import ENV, History, commit_hash
+from benchkit.report.gate import check, noise, pair_record
+from lab.histories import ENV, MACHINE, History, commit_hash
 
 WALL, COUNTS = "instruction_counts.{}.time_wall", "instruction_counts.{}.track_instructions"
 
@@ -151,10 +151,11 @@ def test_a_common_shift_of_builds_measured_interleaved_is_the_builds_and_is_judg
     job): the machine cannot have moved between them, so the shift is reported once as the
     build's, with its interval, and every wall time is judged by its own test."""
     project = _shift_project(tmp_path, head_wall=1.5)
-    loaded = check.read_results(check.load_asv_config(project.config))
-    config = check.check_config_for(project.config)
-    base, head = commit_hash(0)[:8], commit_hash(1)[:8]
-    verdict = check.judge_results(base, head, loaded, config, interleaved=True)
+    conf = check.load_asv_config(project.config)
+    loaded = check.read_results(conf)
+    record = pair_record.pair_record_of(loaded, MACHINE, commit_hash(0), commit_hash(1), {}, False)
+    pair_record.write_pair_record(Path(conf.results_dir), record)
+    verdict = check.run_check(commit_hash(0)[:8], commit_hash(1)[:8], asv_config=project.config)
     others = [c for c in verdict.comparisons if c.name in {WALL.format(f"C{k:02d}") for k in range(1, 15)}]
     assert {c.status for c in others} == {"regression"}
     assert not any("explained by" in c.note for c in others)

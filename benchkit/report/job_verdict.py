@@ -7,7 +7,8 @@ every night after it. The main job judges instead:
 * each build this run measured against the build before it on the history's main
   branch (its predecessor), with `benchkit check`; a predecessor an earlier job measured is
   measured again beside it, and its wall times are judged by this job's rounds only
-  (`benchkit.report.gate.rounds_window`);
+  (`benchkit.report.gate.rounds_window`), as the job's `benchkit.report.gate.pair_record` keeps
+  for every later reader;
 * each of them against a baseline, when one is named (e.g. the last release's tag);
 * the history's steps (`benchkit regressions`) that start at one of those builds and last
   more than that build: a level that changed with this run's builds, seen over the whole
@@ -23,12 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from benchkit.errors import UserError
 from benchkit.history.results.read import LoadedResults
-from benchkit.report.gate import rounds_window
 from benchkit.report.gate.check import check_config_for, judge_results, metric_judge, selected
 from benchkit.report.gate.check_config import CheckConfig
 from benchkit.report.gate.check_format import format_change
@@ -103,41 +103,23 @@ def judge_run(
     pairs: Sequence[JudgedPair],
     labels: Mapping[str, str],
     bench: Sequence[str] = (),
-    held: rounds_window.Held | None = None,
-    interleaved: bool = False,
-    measured: Collection[str] = (),
 ) -> JobVerdict:
-    """`benchkit check` on every pair, and the history's steps that start at a judged build.
-    `held`: builds an earlier job measured and this one measured again, with the wall-time
-    rounds they held before it: the pairs judge their wall times by this job's rounds only.
-    `interleaved`: this job measured every pair's wall times in one interleaved run; `measured`:
-    the builds this job measured (compiled): a pair's compile times are compared only when it
-    compiled both."""
+    """`benchkit check` on every pair, and the history's steps that start at a judged build. A
+    pair this job (or an earlier one) measured is judged by its `pair_record`: the rounds the job
+    measured interleaved (a predecessor's of this job only), its compile times compared only
+    where the job compiled both builds."""
     parts: list[str] = []
     summaries: list[str] = []
     verdicts: list[PairVerdict] = []
     problems: list[str] = []
     code = 0
     config = check_config_for(conf_path)
-    window = rounds_window.this_jobs_rounds(loaded, machine, held or {})
     for pair in pairs:
         base, head = labels.get(pair.base, pair.base[:12]), labels.get(pair.head, pair.head[:12])
         parts.append(f"\n## {head} against {pair.against} {base}\n")
-        if pair.base in (held or {}):
-            parts.append(f"\nWall times: {base}'s rounds measured again by this job, beside {head}.\n")
         try:
             # The gate judges what was selected: other benchmarks' older results are not "missing".
-            apart = _compiled_apart(pair, base, measured)
-            verdict = judge_results(
-                base,
-                head,
-                window,
-                config,
-                machine,
-                bench=bench,
-                interleaved=interleaved,
-                compiled_apart=apart,
-            )
+            verdict = judge_results(base, head, loaded, config, machine, bench=bench)
         except UserError as e:
             problems.append(f"could not compare {base} and {head}: {e}")
             code = max(code, 2)
@@ -162,13 +144,6 @@ def judge_run(
         code = max(code, 1 if slower else 0)
         summaries.append(f"The history's steps at these builds: {len(steps)} ({len(slower)} slower)\n")
     return JobVerdict("".join(parts), code, tuple(problems), heads, "".join(summaries), tuple(verdicts))
-
-
-def _compiled_apart(pair: JudgedPair, base: str, measured: Collection[str]) -> str:
-    """Why the pair's compile times are not comparable: its base compiled by an earlier job."""
-    if not measured or pair.base in measured:
-        return ""
-    return f"{base} was compiled by an earlier job (a compile time is measured once per build)"
 
 
 def _steps_at(

@@ -70,6 +70,7 @@ from benchkit.history.results.read import (
     resolve_commit,
 )
 from benchkit.names import BenchmarkName, MetricKind, benchmark_key
+from benchkit.report.gate import pair_record
 from benchkit.report.gate.budget import apply_budget
 from benchkit.report.gate.check_config import (  # noqa: F401 (METRICS, METRIC_LABELS re-exported)
     DEFAULT_CONFIG_NAMES,
@@ -107,6 +108,7 @@ from benchkit.report.gate.check_status import (  # noqa: F401 (the groups re-exp
     Status,
 )
 from benchkit.report.gate.check_types import Comparison, Verdict
+from benchkit.report.gate.excursions import DisturbedBuild
 from benchkit.report.gate.kernel_marks import mark_kernels
 from benchkit.report.gate.noise import HistoryNoise, history_sigmas
 from benchkit.report.gate.not_judged import (
@@ -275,17 +277,13 @@ def judge_results(
     env: str | None = None,
     show_unchanged: bool = False,
     bench: Sequence[str] = (),
-    interleaved: bool = False,
-    compiled_apart: str = "",
 ) -> Verdict:
     """`run_check` over results already read, as the main job has them (asv's config is
-    `loaded.conf`): raises and returns as `run_check` does. `interleaved`: the caller measured
-    both builds' wall times in one interleaved run (the main job's pairs); `compiled_apart`: why
-    the two builds' compile times are not comparable (`not_judged.mark_compiled_apart`)."""
+    `loaded.conf`): raises and returns as `run_check` does. A pair the main job judged is judged
+    as it was (`judge_pair`, its `pair_record`)."""
     conf = loaded.conf
     machine = _machine_with_results(conf, machine)
-    sets, whole = [], []
-    history = loaded.history(machine, env)
+    whole = []
     for label in (base, head):
         commit = resolve_commit(conf, label, machine)
         result_set = loaded.result_set(commit, machine, env)
@@ -295,35 +293,87 @@ def judge_results(
                 f"no results for {label} (commit {commit[:8]}) on machine {machine}{where}: run it first"
             )
         whole.append(result_set)
-        sets.append(selected(result_set, bench))
-    if bench and not any(s.measurements for s in sets):
+    if bench and not any(selected(s, bench).measurements for s in whole):
         shown = " ".join(f"-b {b!r}" for b in bench)
         raise UserError(
             f"nothing matched: no result of {base} or {head} on machine {machine} matches {shown}"
         )
     units = loaded.units
-    noise = history_noise(history, units, config)
-    # Whether a side is a disturbed build is the whole build's property: every benchmark counts.
-    metric_of = metric_judge(units, config)
-    disturbed = disturbed_sides(history, whole[0], whole[1], metric_of, config.thresholds["instructions"])
-    apart_lines: list[str] = []
-
-    def unjudged(comparisons: list[Comparison]) -> list[Comparison]:
-        if compiled_apart:
-            comparisons, line = mark_compiled_apart(comparisons, compiled_apart)
-            apart_lines.append(line)
-        return mark_disturbed(comparisons, disturbed)
-
-    comparisons, pair = compare_pair(sets[0], sets[1], units, config, noise, interleaved, unjudged)
-    apart = next(iter(apart_lines), "")
-    labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), sets, strict=True)]
-    shifts = [s.describe() for s in pair.shifts]
-    build_wide = [pair.build_wide.describe_build_wide()] if pair.build_wide else []
-    reasons = not_judged_reasons(comparisons, disturbed)
+    history = loaded.history(machine, env)
+    full = [loaded.full_commit(machine, s.commit) or s.commit for s in whole]
+    record = pair_record.read_pair_record(Path(conf.results_dir), machine, *full)
+    judged = judge_pair(
+        whole[0], whole[1], history, units, config, history_noise(history, units, config), bench, record, base
+    )
+    labels = [f"`{label}` ({s.commit[:8]})" for label, s in zip((base, head), whole, strict=True)]
+    shifts = [s.describe() for s in judged.noise.shifts]
+    build_wide = [judged.noise.build_wide.describe_build_wide()] if judged.noise.build_wide else []
+    reasons = not_judged_reasons(judged.comparisons, judged.disturbed)
     # What the two runs were told (recorded beside asv's results): rounds, inductor cache state...
-    records = [records_of(Path(conf.results_dir), machine, s.commit) for s in sets]
-    differed = settings_differences(records[0], records[1], (base, head)) + ([apart] if apart else [])
+    records = [records_of(Path(conf.results_dir), machine, s.commit) for s in whole]
+    differed = settings_differences(records[0], records[1], (base, head)) + list(judged.notes)
     return render(
-        comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons, differed,
+        judged.comparisons, labels[0], labels[1], machine, config, show_unchanged, shifts, reasons, differed,
         build_wide,
     )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class PairJudgement:
+    comparisons: list[Comparison]
+    noise: PairNoise
+    disturbed: dict[str, DisturbedBuild]  # side -> why the history shows that build disturbed
+    notes: tuple[str, ...]  # how the pair was judged, where it is not the plain way
+
+
+def judge_pair(
+    base: ResultSet,
+    head: ResultSet,
+    history: Sequence[ResultSet],
+    units: Mapping[str, str | None],
+    config: CheckConfig,
+    noise: Mapping[tuple[str, str], HistoryNoise],
+    bench: Sequence[str] = (),
+    record: pair_record.PairRecord | None = None,
+    base_label: str = "",
+    disturbed: dict[str, DisturbedBuild] | None = None,
+) -> PairJudgement:
+    """The pair's verdicts, as every reader gives them (`benchkit check`, the main job, the site,
+    `benchkit export`): `base` and `head` a build's whole results, `history` the machine's; a
+    pair the main job judged by its `record`: the rounds it measured interleaved, the compile
+    times compared only where it compiled both builds. `disturbed`: the sides the history shows
+    disturbed (`not_judged.disturbed_sides`), when the caller knows them already."""
+    notes: list[str] = []
+    interleaved, apart = False, ""
+    if record is not None:
+        cut = pair_record.windowed(record, base, head)
+        if cut is None:
+            notes.append(
+                "measured again since the main job judged this pair: judged by all their rounds, "
+                "as builds measured apart"
+            )
+        else:
+            base, head = cut
+            interleaved = record.interleaved
+            if record.base_from_earlier_job:
+                label = base_label or base.commit[:8]
+                notes.append(
+                    f"{label} was measured by an earlier job; its wall times and operator timings are "
+                    "judged by the rounds measured again beside the head"
+                )
+                apart = f"{label} was compiled by an earlier job (a compile time is measured once per build)"
+    metric_of = metric_judge(units, config)
+    if disturbed is None:
+        # Whether a side is a disturbed build is the whole build's property: every benchmark counts.
+        disturbed = disturbed_sides(history, base, head, metric_of, config.thresholds["instructions"])
+
+    def unjudged(comparisons: list[Comparison]) -> list[Comparison]:
+        if apart:
+            comparisons, line = mark_compiled_apart(comparisons, apart)
+            notes.append(line)
+        return mark_disturbed(comparisons, disturbed)
+
+    comparisons, pair = compare_pair(
+        selected(base, bench), selected(head, bench), units, config, noise, interleaved, unjudged
+    )
+    return PairJudgement(comparisons, pair, disturbed, tuple(n for n in notes if n))

@@ -167,6 +167,23 @@ def disturbed_builds(
     return found
 
 
+def every_disturbance(
+    history: Sequence[ResultSet], metric_of: Callable[[str], MetricKind], count_threshold: float
+) -> dict[str, DisturbedBuild]:
+    """commit -> its build, for every disturbed build of the history, one-sided at its ends
+    (`build_disturbance` of each, the history prepared once)."""
+    if len(history) < 3:
+        return {}
+    walls, counts, noise = _prepared(history, metric_of)
+    found = {}
+    for i, result_set in enumerate(history):
+        one_sided = i in (0, len(history) - 1)
+        build = _judge(history, i, walls, counts, noise, count_threshold, one_sided)
+        if build is not None:
+            found[result_set.commit] = build
+    return found
+
+
 def build_disturbance(
     history: Sequence[ResultSet], commit: str, metric_of: Callable[[str], MetricKind], count_threshold: float
 ) -> DisturbedBuild | None:

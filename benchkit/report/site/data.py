@@ -26,8 +26,9 @@ from benchkit.history.results.read import (
     unrolled_results,
 )
 from benchkit.names import OPERATOR_METRICS, BenchmarkName, Metric, operator_class_name
-from benchkit.report.gate import check, check_config
+from benchkit.report.gate import check, check_config, pair_record
 from benchkit.report.gate.check_types import Comparison
+from benchkit.report.gate.excursions import DisturbedBuild, every_disturbance
 from benchkit.report.gate.noise import HistoryNoise
 from benchkit.report.site.git_facts import tag_commits
 from benchkit.stats import quantiles
@@ -360,21 +361,36 @@ def pair_changes(data: SiteData) -> list[PairChanges]:
         for (machine, branch), commits in data.branch_commits.items()
         for base, head in itertools.pairwise(commits)
     ]
-    return forked_map(
-        functools.partial(_judged_pair, data, units, noise), pairs, min_per_worker=PAIRS_PER_WORKER
-    )
+    # How the main job measured each pair it judged: the site judges them as it did.
+    results_dir = Path(data.conf.results_dir)
+    records = {pair: pair_record.read_pair_record(results_dir, pair[0], pair[2], pair[3]) for pair in pairs}
+    metric_of = check.metric_judge(units, data.config)
+    threshold = data.config.thresholds["instructions"]
+    disturbed = {m: every_disturbance(machine_history(data, m), metric_of, threshold) for m in data.machines}
+    judge = functools.partial(_judged_pair, data, units, noise, records, disturbed)
+    return forked_map(judge, pairs, min_per_worker=PAIRS_PER_WORKER)
 
 
 def _judged_pair(
     data: SiteData,
     units: Mapping[str, str | None],
     noise: Mapping[str, Mapping[tuple[str, str], HistoryNoise]],
+    records: Mapping[tuple[str, str, str, str], pair_record.PairRecord | None],
+    disturbed: Mapping[str, Mapping[str, DisturbedBuild]],
     pair: tuple[str, str, str, str],
 ) -> PairChanges:
     machine, branch, base, head = pair
-    comparisons, found = check.compare_pair(
-        data.results[(machine, base)], data.results[(machine, head)], units, data.config, noise[machine]
-    )
+    history = machine_history(data, machine)
+    # Builds of the history's branch have their disturbances known; a branch off it is judged
+    # as if it followed its base (`not_judged.disturbed_sides`).
+    on_history = {r.commit for r in history} >= {base, head}
+    sides = {s: disturbed[machine][c] for s, c in (("base", base), ("head", head)) if c in disturbed[machine]}
+    judged = check.judge_pair(
+        data.results[(machine, base)], data.results[(machine, head)], history, units, data.config,
+        noise[machine], record=records[pair], base_label=data.builds[base].short,
+        disturbed=sides if on_history else None,
+    )  # fmt: skip
+    comparisons, found = judged.comparisons, judged.noise
     metric_order = {m: i for i, m in enumerate(check.METRICS)}
     changed = [c for c in comparisons if listed(c)]
     changed.sort(
