@@ -113,6 +113,15 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+@pytest.fixture(scope="session")
+def worker_asv_envs() -> Path:
+    """An asv environment folder for this worker's tests that opt in (tests/support/asv_project.py):
+    its virtualenv with torch is made once (half a minute or more) instead of once per test. A
+    worker runs one test at a time, and asv installs each project's build into the environment
+    as it would for any project; a test that kills or damages environments keeps its own."""
+    return _SESSION_ROOT / f"asv-envs-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+
+
 _QUIET_LOCK = QuietLock(_SESSION_ROOT / "quiet")
 
 

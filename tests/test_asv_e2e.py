@@ -60,13 +60,13 @@ from benchkit.measure.walltime.timing import SAMPLES_PER_ROUND
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
+def project(tmp_path_factory: pytest.TempPathFactory, worker_asv_envs: Path) -> Iterator[AsvProject]:
     with module_dir(tmp_path_factory, "asv-e2e") as base:
-        yield from _project(base)
+        yield from _project(base, worker_asv_envs)
 
 
-def _project(base: Path) -> Iterator[AsvProject]:
-    project = make_project(base / "project", base / "env")
+def _project(base: Path, envs: Path) -> Iterator[AsvProject]:
+    project = make_project(base / "project", envs)
     # Linear x4: one round a side (FAST) must show it in wall time too, where this machine's
     # processes differ by 1.3-1.7x from one to the next.
     slow = slow_linear_wheel(base / "pr-wheel", times=4)

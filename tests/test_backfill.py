@@ -48,13 +48,13 @@ def slow_relu_wheel(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AsvProject]:
+def history(tmp_path_factory: pytest.TempPathFactory, worker_asv_envs: Path) -> Iterator[AsvProject]:
     with module_dir(tmp_path_factory, "backfill") as base:
-        yield _history(base)
+        yield _history(base, worker_asv_envs)
 
 
-def _history(base: Path) -> AsvProject:
-    project = make_project(base / "project", base / "env")
+def _history(base: Path, envs: Path) -> AsvProject:
+    project = make_project(base / "project", envs)
     wheels = [LOCAL_WHEEL, slow_linear_wheel(base / "linear"), slow_relu_wheel(base / "relu")]
     assert project.benchkit("history", "init", "--repo", str(project.history), str(wheels[0])).returncode == 0
     for wheel in wheels[1:]:

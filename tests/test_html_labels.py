@@ -37,8 +37,8 @@ BENCHMARKS = {{{EVIL!r}: {{"add": TimerArgs("y = x + 1  # <b>bold</b>", setup="x
 
 
 @pytest.mark.slow
-def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "project", tmp_path / "env")
+def test_a_label_with_html_is_text_on_asv_and_benchkit_pages(tmp_path: Path, worker_asv_envs: Path) -> None:
+    project = make_project(tmp_path / "project", worker_asv_envs)
     definitions = tmp_path / "evil_definitions.py"
     definitions.write_text(DEFINITIONS)
     project.env["BENCHKIT_DEFINITIONS"] = str(definitions)

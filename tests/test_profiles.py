@@ -11,7 +11,6 @@ import gzip
 import json
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -223,7 +222,7 @@ def test_diff_command_line(tmp_path: Path) -> None:
 
 @needs_valgrind
 @pytest.mark.slow
-def test_asv_run_stores_counts_and_profiles(tmp_path: Path) -> None:
+def test_asv_run_stores_counts_and_profiles(tmp_path: Path, worker_asv_envs: Path) -> None:
     """A real asv run in a virtualenv: track_instructions values and the stored profile."""
     from support.asv_project import MACHINE, make_project
     from support.wheels import LOCAL_WHEEL
@@ -234,7 +233,7 @@ def test_asv_run_stores_counts_and_profiles(tmp_path: Path) -> None:
         "BENCHMARKS = {'mine': {'add': TimerArgs('x + 1', 'x = torch.ones(4, 4)'),\n"
         "    'cpp add': TimerArgs('x + 1;', 'auto x = torch::ones({4, 4});', language='cpp')}}\n"
     )
-    project = make_project(tmp_path / "project", tmp_path / "env")
+    project = make_project(tmp_path / "project", worker_asv_envs)
     env = {**project.env, "BENCHKIT_STANDARD": "0", "BENCHKIT_DEFINITIONS": str(definitions)}
     project = type(project)(project.root, project.history, env)
     init = project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL))
@@ -254,5 +253,4 @@ def test_asv_run_stores_counts_and_profiles(tmp_path: Path) -> None:
     assert all(c.status == "ok" and c.functions for c in profile.cases.values())
     diff = project.benchkit("diff", commit[:8], commit[:8], "--asv-config", str(project.config), "--all")
     assert diff.returncode == 0 and "2 unchanged" in diff.stdout, diff.stdout + diff.stderr
-    shutil.rmtree(tmp_path / "env", ignore_errors=True)
     assert os.path.isdir(project.root / "results")

@@ -88,9 +88,9 @@ def test_the_main_jobs_steps_take_the_asv_config_it_read_once(tmp_path: Path, mo
 
 
 @pytest.mark.slow
-def test_a_failed_setup_cache_makes_the_main_job_fail(tmp_path: Path) -> None:
+def test_a_failed_setup_cache_makes_the_main_job_fail(tmp_path: Path, worker_asv_envs: Path) -> None:
     """Every operator timing process fails: the job still publishes, prints the table, exits 1."""
-    job = make_project(tmp_path / "job", tmp_path / "env")
+    job = make_project(tmp_path / "job", worker_asv_envs)
     job.env["BENCHKIT_OPERATOR_PROCESSES"] = "0"  # no timing process: the operators' setup_cache raises
     command = [
         sys.executable, "-m", "benchkit.cli", "main", "--asv-config", str(job.config), "--machine", MACHINE,
