@@ -46,7 +46,7 @@ from benchkit.names import BenchmarkName, Metric
 from benchkit.report.gate import check
 from benchkit.report.gate.budget import FLAGS
 from benchkit.report.gate.check_status import Status
-from benchkit.report.gate.rounds_window import keep_rounds, rounds_of
+from benchkit.report.gate.rounds_window import is_wall_time, keep_rounds, rounds_of
 from benchkit.rounds_policy import OPERATOR_ROUNDS, RoundsPlan
 from lab import command_line, wall_looks
 
@@ -169,12 +169,26 @@ class Judging:
 
     replayed: bool
     floor: float | None = None
+    plan: RoundsPlan = dataclasses.field(default_factory=RoundsPlan.default)
 
     def __call__(self, pair: TwinPair, head: ResultSet) -> list[check.Comparison]:
-        base = pair.base
-        if self.replayed:
-            base, head = wall_looks.replay(base, head, DEFAULTS.thresholds["instructions"], floor=self.floor)
-        return judge_pair(base, head, pair.units)
+        return judge_pair(*self.measured(pair, head), pair.units)
+
+    def measured(self, pair: TwinPair, head: ResultSet) -> tuple[ResultSet, ResultSet]:
+        """The pair as the judged job holds it: the looks' rounds where they are replayed."""
+        if not self.replayed:
+            return pair.base, head
+        threshold = DEFAULTS.thresholds["instructions"]
+        return wall_looks.replay(pair.base, head, threshold, self.plan, floor=self.floor)
+
+
+def rounds_cost(head: ResultSet) -> str:
+    """What the wall times of one build cost in rounds: processes (the most rounds of any wall
+    time: a round is one process for all its wall times) and benchmark-rounds per wall time."""
+    rounds = [rounds_of(m) for key, m in head.measurements.items() if is_wall_time(key) and m.has_number]
+    if not rounds:
+        return "no wall-time rounds"
+    return f"{max(rounds)} processes a build, {sum(rounds) / len(rounds):.1f} rounds per wall time"
 
 
 def trials_of(head: ResultSet, group: str, trials: int, rng: random.Random) -> list[tuple[str, str]]:
@@ -200,6 +214,14 @@ class Tally:
     found: int = 0
     trials: int = 0
     missed: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def add(self, verdict: check.Comparison) -> None:
+        self.trials += 1
+        if verdict.status == Status.REGRESSION:
+            self.found += 1
+        else:
+            why = verdict.status.value + _why_missed(verdict)
+            self.missed[why] = self.missed.get(why, 0) + 1
 
     def row(self, group: str, factor: float) -> str:
         missed = ", ".join(f"{n} {status}" for status, n in sorted(self.missed.items())) or "-"
@@ -241,37 +263,46 @@ def judge(
     seed: int,
     floor: float | None = None,
     replay: bool = True,
+    plan: RoundsPlan | None = None,
 ) -> str:
+    """`plan`: the main job's rounds plan the looks are replayed with (`RoundsPlan.default()`)."""
+    plan = plan or RoundsPlan.default()
     rng = random.Random(seed)
     tallies = {group: Tally() for group in GROUPS}
-    flagged, rows, verdicts = 0, [], []
+    # The same trials of the pairs whose looks were replayed: the adaptive job's own power (on a
+    # pair judged as measured an injected change keeps the rounds the twin's look gave it).
+    replayed_tallies = {group: Tally() for group in GROUPS}
+    flagged, rows, verdicts, replayed_pairs = 0, [], [], 0
     for path in paths:
         pair = load_pair(path)
-        judging = Judging(replay and wall_looks.replayable(pair.base, pair.head, RoundsPlan.default()), floor)
+        judging = Judging(replay and wall_looks.replayable(pair.base, pair.head, plan), floor, plan)
         judged = judging(pair, pair.head)
+        cost = rounds_cost(judging.measured(pair, pair.head)[1])
         counts: dict[str, int] = {}
         for c in judged:
             counts[c.status.value] = counts.get(c.status.value, 0) + 1
-        replayed = " (wall times: the main job's looks replayed on their rounds)" if judging.replayed else ""
+        replayed = (
+            f" (wall times: the main job's looks replayed, cap {plan.cap} rounds: {cost})"
+            if judging.replayed
+            else ""
+        )
         verdicts.append(
             f"- {pair.label}{replayed}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         )
         verdicts += by_group(judged)
         flags = [c for c in judged if c.status in FLAGS]
         flagged += bool(flags)
+        replayed_pairs += judging.replayed
         rows += [f"  - {c.status.value} {c.name}" for c in flags]
         for group, tally in tallies.items():
+            also = replayed_tallies[group] if judging.replayed else Tally()
             factor = 1 + (count_size if group == "instruction count" else size)
             for key in trials_of(pair.head, group, trials, rng):
                 slowed = {**pair.head.measurements, key: scaled(pair.head.measurements[key], factor)}
                 head = dataclasses.replace(pair.head, measurements=slowed)
                 verdict = next(c for c in judging(pair, head) if (c.name, c.env) == key)
-                tally.trials += 1
-                if verdict.status == Status.REGRESSION:
-                    tally.found += 1
-                else:
-                    why = verdict.status.value + _why_missed(verdict)
-                    tally.missed[why] = tally.missed.get(why, 0) + 1
+                for counted in (tally, also):
+                    counted.add(verdict)
     bound = clopper_pearson_upper(flagged, len(paths))
     lines = [
         f"Identical builds: {flagged} of {len(paths)} twin pair(s) with any flag "
@@ -279,11 +310,19 @@ def judge(
         *verdicts,
         *rows,
         "",
-        "| injected | figures | found | missed as |",
-        "|---|---:|---:|---|",
     ]
-    lines += [t.row(g, 1 + (count_size if g == "instruction count" else size)) for g, t in tallies.items()]
+    lines += _table(tallies, size, count_size)
+    if replayed_pairs:
+        head = f"Of those, the {replayed_pairs} pair(s) whose looks were replayed (cap {plan.cap} rounds):"
+        lines += ["", head, ""]
+        lines += _table(replayed_tallies, size, count_size)
     return "\n".join(lines) + "\n"
+
+
+def _table(tallies: Mapping[str, Tally], size: float, count_size: float) -> list[str]:
+    rows = ["| injected | figures | found | missed as |", "|---|---:|---:|---|"]
+    factor = {g: 1 + (count_size if g == "instruction count" else size) for g in tallies}
+    return rows + [t.row(g, factor[g]) for g, t in tallies.items()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -308,12 +347,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="replayed looks stop early at EARLY_ALPHA alone, without the pair's budget floor",
     )
     judged.add_argument("--as-measured", action="store_true", help="replay no looks: every round as measured")
+    judged.add_argument(
+        "--max-rounds",
+        type=int,
+        help="the looks' cap for an open wall time (default: the main job's); pairs need as many rounds",
+    )
     args = parser.parse_args(argv)
     if args.command == "export":
         export(args.asv_config, args.base, args.head, args.out, args.machine)
         return 0
     floor = 1.0 if args.early_stop_at_alpha else None
-    text = judge(args.corpus, args.size, args.count_size, args.trials, args.seed, floor, not args.as_measured)
+    plan = RoundsPlan.default()
+    if args.max_rounds is not None:
+        plan = dataclasses.replace(plan, cap=args.max_rounds, moved_cap=max(args.max_rounds, plan.moved_cap))
+    text = judge(
+        args.corpus, args.size, args.count_size, args.trials, args.seed, floor, not args.as_measured, plan
+    )
     print(text)
     if args.markdown:
         command = command_line("bench_injected_power", sys.argv[1:] if argv is None else argv)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,11 +77,20 @@ def test_a_pair_of_24_rounds_is_judged_as_the_adaptive_job_would_have_judged_it(
     judge = [*SCRIPT, "judge", str(corpus), "--trials", "12", "--size", "0.3"]
     replayed = subprocess.run(judge, capture_output=True, text=True, cwd=REPO_ROOT)
     assert replayed.returncode == 0, replayed.stderr
-    assert "(wall times: the main job's looks replayed on their rounds)" in replayed.stdout
+    assert "(wall times: the main job's looks replayed, cap 24 rounds: " in replayed.stdout
     assert "Identical builds: 0 of 1 twin pair(s) with any flag" in replayed.stdout
     assert "| wall time ×1.3 | 12 | 12/12 (100%) | - |" in replayed.stdout
+    heading = "Of those, the 1 pair(s) whose looks were replayed (cap 24 rounds):"
+    replayed_table = replayed.stdout.split(heading)
+    assert len(replayed_table) == 2 and "| wall time ×1.3 | 12 | 12/12 (100%) | - |" in replayed_table[1]
     measured = subprocess.run([*judge, "--as-measured"], capture_output=True, text=True, cwd=REPO_ROOT)
     assert measured.returncode == 0 and "replayed" not in measured.stdout
+    # Another cap: replayed with it where the pair holds that many rounds, else as measured.
+    lower = subprocess.run([*judge, "--max-rounds", "16"], capture_output=True, text=True, cwd=REPO_ROOT)
+    cost = re.search(r"cap 16 rounds: (\d+) processes a build, ([\d.]+) rounds per wall time", lower.stdout)
+    assert cost and int(cost.group(1)) <= 16 and 8 <= float(cost.group(2)) <= 16, lower.stdout
+    higher = subprocess.run([*judge, "--max-rounds", "48"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert higher.returncode == 0 and "replayed" not in higher.stdout
     # In process: the replay judges the settled twins by their first look's 8 rounds a side.
     twins = bench_injected_power.load_pair(corpus)
     rounds = [
