@@ -352,6 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         help="the looks' cap for an open wall time (default: the main job's); pairs need as many rounds",
     )
+    judged.add_argument(
+        "--rounds-budget",
+        type=int,
+        help="the fixed design's rounds the added ones must not outspend (default: the main job's; 0: none)",
+    )
     args = parser.parse_args(argv)
     if args.command == "export":
         export(args.asv_config, args.base, args.head, args.out, args.machine)
@@ -360,6 +365,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = RoundsPlan.default()
     if args.max_rounds is not None:
         plan = dataclasses.replace(plan, cap=args.max_rounds, moved_cap=max(args.max_rounds, plan.moved_cap))
+    if args.rounds_budget is not None:
+        plan = dataclasses.replace(plan, budget=args.rounds_budget or None)
     text = judge(
         args.corpus, args.size, args.count_size, args.trials, args.seed, floor, not args.as_measured, plan
     )
