@@ -516,7 +516,7 @@ REAL_CASES = (
 
 
 @pytest.mark.slow
-def test_site_of_a_real_history(tmp_path: Path, shots: Path, worker_asv_envs: Path) -> None:
+def test_site_of_a_real_history(tmp_path: Path, shots: Path) -> None:
     """Two real torch builds measured by real asv: the 2.13.0 wheel, then the same wheel with
     ``nn.Linear.forward`` computing its result four times (support.wheels' injected regression).
     The published site must show the Linear slowdown on the changes page (ReLU is the control),
@@ -528,7 +528,7 @@ def test_site_of_a_real_history(tmp_path: Path, shots: Path, worker_asv_envs: Pa
     from support.asv_project import make_project as make_asv_project
     from support.wheels import LOCAL_WHEEL, slow_linear_wheel
 
-    project = make_asv_project(tmp_path / "project", worker_asv_envs)
+    project = make_asv_project(tmp_path / "project", tmp_path / "env")
     project.env["BENCHKIT_STANDARD"] = "1"  # the standard suite's nn.Linear / nn.ReLU cases
     del project.env["BENCHKIT_DEFINITIONS"]
     slow = slow_linear_wheel(tmp_path / "pr-wheel", times=4)
