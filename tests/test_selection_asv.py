@@ -1,7 +1,8 @@
 """Through real asv: a `-b` selection pays only for its own cases, and rounds share one batch.
 
-Each test has a project, a history and a cache of its own; the asv environments are the
-worker's (`worker_asv_envs`)."""
+Each test has a project, a history, a cache and an asv environment of its own: sharing the
+worker's environment (`worker_asv_envs`) made the second and third test's setup_cache fail
+under xdist (`-n 2`), though not in one process."""
 
 from __future__ import annotations
 
@@ -48,10 +49,8 @@ def _stored_counts(project: AsvProject) -> list[Path]:
     return [p for p in root.glob("*/*.json") if p.name != "metadata.json"]
 
 
-def test_a_selection_counts_only_its_cases_once_and_later_ones_reuse(
-    tmp_path: Path, worker_asv_envs: Path
-) -> None:
-    project = make_project(tmp_path / "project", worker_asv_envs)
+def test_a_selection_counts_only_its_cases_once_and_later_ones_reuse(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", tmp_path / "env")
     # A cache of its own: other tests of the session count the same case for the same build.
     project.env["BENCHKIT_CACHE_DIR"] = str(tmp_path / "cache")
     project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
@@ -80,10 +79,8 @@ def test_a_selection_counts_only_its_cases_once_and_later_ones_reuse(
     assert _profile_metadata(project)["selected_cases"] == 2
 
 
-def test_an_operator_selection_times_only_its_operator_once_per_command(
-    tmp_path: Path, worker_asv_envs: Path
-) -> None:
-    project = make_project(tmp_path / "project", worker_asv_envs)
+def test_an_operator_selection_times_only_its_operator_once_per_command(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", tmp_path / "env")
     # A cache of its own: the other test worker's operator runs keep their timings there too.
     project.env["BENCHKIT_CACHE_DIR"] = str(tmp_path / "cache")
     project.benchkit("history", "init", "--repo", str(project.history), str(LOCAL_WHEEL), check=True)
@@ -118,10 +115,10 @@ def _cpp_libraries(cache: Path) -> list[Path]:
     return sorted((cache / "cpp").glob("benchkit_cpp_*/*.so"))
 
 
-def test_wall_time_and_counts_of_a_cpp_case_share_one_compile(tmp_path: Path, worker_asv_envs: Path) -> None:
+def test_wall_time_and_counts_of_a_cpp_case_share_one_compile(tmp_path: Path) -> None:
     """Both metrics of the selected C++ case, two interleaved rounds: one library is
     compiled for the torch build, holding the selected case alone (not its suite-mates)."""
-    project = make_project(tmp_path / "project", worker_asv_envs)
+    project = make_project(tmp_path / "project", tmp_path / "env")
     (project.root / "e2e_definitions.py").write_text(CPP_DEFINITIONS)
     # A cache of its own: the other test worker may compile C++ shards meanwhile.
     cache = tmp_path / "cache"
