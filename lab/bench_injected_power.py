@@ -276,8 +276,9 @@ def judge(
     for path in paths:
         pair = load_pair(path)
         judging = Judging(replay and wall_looks.replayable(pair.base, pair.head, plan), floor, plan)
-        judged = judging(pair, pair.head)
-        cost = rounds_cost(judging.measured(pair, pair.head)[1])
+        held = judging.measured(pair, pair.head)  # replayed once, for the verdicts and the cost
+        judged = judge_pair(*held, pair.units)
+        cost = rounds_cost(held[1])
         counts: dict[str, int] = {}
         for c in judged:
             counts[c.status.value] = counts.get(c.status.value, 0) + 1
@@ -295,14 +296,14 @@ def judge(
         replayed_pairs += judging.replayed
         rows += [f"  - {c.status.value} {c.name}" for c in flags]
         for group, tally in tallies.items():
-            also = replayed_tallies[group] if judging.replayed else Tally()
-            factor = 1 + (count_size if group == "instruction count" else size)
+            counted = [tally, replayed_tallies[group]] if judging.replayed else [tally]
+            factor = _factor(group, size, count_size)
             for key in trials_of(pair.head, group, trials, rng):
                 slowed = {**pair.head.measurements, key: scaled(pair.head.measurements[key], factor)}
                 head = dataclasses.replace(pair.head, measurements=slowed)
                 verdict = next(c for c in judging(pair, head) if (c.name, c.env) == key)
-                for counted in (tally, also):
-                    counted.add(verdict)
+                for one in counted:
+                    one.add(verdict)
     bound = clopper_pearson_upper(flagged, len(paths))
     lines = [
         f"Identical builds: {flagged} of {len(paths)} twin pair(s) with any flag "
@@ -313,16 +314,20 @@ def judge(
     ]
     lines += _table(tallies, size, count_size)
     if replayed_pairs:
-        head = f"Of those, the {replayed_pairs} pair(s) whose looks were replayed (cap {plan.cap} rounds):"
-        lines += ["", head, ""]
+        heading = f"Of those, the {replayed_pairs} pair(s) whose looks were replayed (cap {plan.cap} rounds):"
+        lines += ["", heading, ""]
         lines += _table(replayed_tallies, size, count_size)
     return "\n".join(lines) + "\n"
 
 
 def _table(tallies: Mapping[str, Tally], size: float, count_size: float) -> list[str]:
     rows = ["| injected | figures | found | missed as |", "|---|---:|---:|---|"]
-    factor = {g: 1 + (count_size if g == "instruction count" else size) for g in tallies}
-    return rows + [t.row(g, factor[g]) for g, t in tallies.items()]
+    return rows + [t.row(g, _factor(g, size, count_size)) for g, t in tallies.items()]
+
+
+def _factor(group: str, size: float, count_size: float) -> float:
+    """The slowdown injected into a figure of `group`."""
+    return 1 + (count_size if group == "instruction count" else size)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
